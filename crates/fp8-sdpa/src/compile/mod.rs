@@ -1,0 +1,161 @@
+//! Compiling kernel specs: NVRTC to CUBIN for an exact arch, the ptxas resource report, and
+//! a disk cache keyed by sources, defines, arch, options and NVRTC version.
+
+pub mod cache;
+pub mod nvrtc;
+pub mod ptxas;
+
+pub use cache::Cache;
+pub use ptxas::ResourceUsage;
+
+use crate::arch::Arch;
+use crate::error::Result;
+use crate::kernels;
+use crate::variant::KernelSpec;
+use serde::{Deserialize, Serialize};
+
+/// Bumped when the cache entry's meaning changes.
+const CACHE_FORMAT: &str = "fp8-sdpa-cache-v1";
+
+/// A compiled kernel spec.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// The spec.
+    pub spec: KernelSpec,
+    /// Target arch.
+    pub arch: Arch,
+    /// Machine code.
+    pub cubin: Vec<u8>,
+    /// Entry function name.
+    pub entry: &'static str,
+    /// The ptxas report for the entry.
+    pub resources: ResourceUsage,
+    /// NVRTC's log.
+    pub log: String,
+    /// Where it came from.
+    pub origin: Origin,
+}
+
+/// Where a compiled kernel came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Freshly compiled (cache off or missing).
+    Compiled,
+    /// Loaded from the cache.
+    CacheHit,
+    /// The cache entry was corrupt (reason), so it was rebuilt.
+    Rebuilt(String),
+}
+
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    log: String,
+    resources: ResourceUsage,
+}
+
+/// Compiles specs, through a cache when one is given.
+#[derive(Debug, Clone)]
+pub struct Compiler {
+    cache: Option<Cache>,
+}
+
+impl Compiler {
+    /// A compiler using the default cache location.
+    pub fn new() -> Result<Compiler> {
+        Ok(Compiler {
+            cache: Some(Cache::default_location()?),
+        })
+    }
+
+    /// A compiler with the given cache (or none).
+    pub fn with_cache(cache: Option<Cache>) -> Compiler {
+        Compiler { cache }
+    }
+
+    /// The cache key of `spec` on `arch`: sources, headers, defines, options, NVRTC version.
+    pub fn cache_key(spec: &KernelSpec, arch: Arch) -> Result<String> {
+        let src = kernels::source_or_err(spec.variant.family)?;
+        let (maj, min) = nvrtc::version()?;
+        let defines = spec
+            .defines()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let options = nvrtc::base_options(arch).join("\n");
+        let version = format!("{maj}.{min}");
+        let mut parts: Vec<&[u8]> = vec![
+            CACHE_FORMAT.as_bytes(),
+            src.name.as_bytes(),
+            src.text.as_bytes(),
+            defines.as_bytes(),
+            options.as_bytes(),
+            version.as_bytes(),
+        ];
+        for (n, t) in kernels::HEADERS {
+            parts.push(n.as_bytes());
+            parts.push(t.as_bytes());
+        }
+        Ok(cache::digest(&parts))
+    }
+
+    /// Validates and compiles `spec` for `arch`.
+    pub fn compile(&self, spec: &KernelSpec, arch: Arch) -> Result<Compiled> {
+        spec.validate(arch)?;
+        let src = kernels::source_or_err(spec.variant.family)?;
+        let mut origin = Origin::Compiled;
+        let key = match &self.cache {
+            Some(_) => Some(Self::cache_key(spec, arch)?),
+            None => None,
+        };
+        if let (Some(cache), Some(key)) = (&self.cache, &key) {
+            match cache.get(key) {
+                cache::Lookup::Hit(meta, cubin) => match serde_json::from_str::<Meta>(&meta) {
+                    Ok(m) => {
+                        return Ok(Compiled {
+                            spec: *spec,
+                            arch,
+                            cubin,
+                            entry: src.entry,
+                            resources: m.resources,
+                            log: m.log,
+                            origin: Origin::CacheHit,
+                        })
+                    }
+                    Err(e) => origin = Origin::Rebuilt(format!("unreadable metadata: {e}")),
+                },
+                cache::Lookup::Corrupt(reason) => origin = Origin::Rebuilt(reason),
+                cache::Lookup::Miss => {}
+            }
+        }
+        let out = nvrtc::compile(src.name, src.text, &kernels::HEADERS, &spec.defines(), arch)?;
+        // A missing report must not read as "zero registers, no spills": that would pass the gates.
+        let resources = ptxas::parse(&out.log)
+            .into_iter()
+            .find(|r| r.function == src.entry)
+            .ok_or_else(|| crate::error::Error::Nvrtc {
+                call: "ptxas report",
+                message: format!(
+                    "no resource report for entry '{}' in the log:\n{}",
+                    src.entry, out.log
+                ),
+            })?;
+        if let (Some(cache), Some(key)) = (&self.cache, &key) {
+            let meta = serde_json::to_string(&Meta {
+                log: out.log.clone(),
+                resources: resources.clone(),
+            })
+            .expect("Meta serializes");
+            cache.put(key, &meta, &out.cubin)?;
+        }
+        Ok(Compiled {
+            spec: *spec,
+            arch,
+            cubin: out.cubin,
+            entry: src.entry,
+            resources,
+            log: out.log,
+            origin,
+        })
+    }
+}

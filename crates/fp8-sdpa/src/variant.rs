@@ -1,0 +1,588 @@
+//! Typed kernel variants. A [`Variant`] holds every tuning knob of a kernel family (the seeds'
+//! toggles included); a [`KernelSpec`] adds the problem class it is compiled for (precision,
+//! head dim, causal). Validity rules live here, and each field maps onto exactly one
+//! preprocessor define, so the same spec always yields the same code and the same key.
+
+use crate::arch::Arch;
+use crate::dtype::Precision;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Kernel family: which source file and algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// Naive fp32 attention, one warp per query row: the GPU reference.
+    Reference,
+    /// `mma.sync` + `ldmatrix` + cp.async pipeline, sm_80 and up.
+    Portable,
+    /// TMA + mbarrier + wgmma with warp specialization, sm_90a only.
+    Hopper,
+    /// Split-KV for few query rows against long KV, with a log-sum-exp merge.
+    Decode,
+}
+
+impl Family {
+    /// All families.
+    pub const ALL: [Family; 4] = [
+        Family::Reference,
+        Family::Portable,
+        Family::Hopper,
+        Family::Decode,
+    ];
+
+    /// Lowercase name, as used in keys and file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Reference => "reference",
+            Family::Portable => "portable",
+            Family::Hopper => "hopper",
+            Family::Decode => "decode",
+        }
+    }
+
+    /// Define value (`SDPA_FAMILY`).
+    fn code(self) -> u32 {
+        match self {
+            Family::Reference => 0,
+            Family::Portable => 1,
+            Family::Hopper => 2,
+            Family::Decode => 3,
+        }
+    }
+}
+
+impl FromStr for Family {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Family> {
+        Family::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| Error::InvalidVariant {
+                key: s.to_string(),
+                reason: "unknown family; expected reference, portable, hopper or decode".into(),
+            })
+    }
+}
+
+/// How warps synchronize around shared-memory stages (the seeds' SYNC_POLICY).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncPolicy {
+    /// A block-wide barrier around every step (the seeds' baseline).
+    Block,
+    /// Only the barriers the data flow needs (one per stage hand-off).
+    Light,
+}
+
+/// Every tuning knob of a kernel. Which values are valid depends on the family
+/// (see [`Variant::validate`]); knobs a family does not use must stay at their neutral value,
+/// so that no two keys name the same code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Variant {
+    /// Kernel family.
+    pub family: Family,
+    /// Query rows per block (tile M).
+    pub tile_m: u32,
+    /// Keys per inner step (tile N).
+    pub tile_n: u32,
+    /// Warps per block, producers included.
+    pub warps: u32,
+    /// Shared-memory pipeline depth for K/V tiles.
+    pub stages: u32,
+    /// Load K/V with `cp.async` (else plain loads through registers).
+    pub cp_async: bool,
+    /// P·V on tensor cores (else the seeds' scalar P·V baseline).
+    pub tc_pv: bool,
+    /// Warp specialization: `producer_warps` warps only load, the rest compute.
+    pub warp_spec: bool,
+    /// Producer warps when `warp_spec` (0 otherwise).
+    pub producer_warps: u32,
+    /// Persistent blocks looping over a tile queue (else one block per tile).
+    pub persistent: bool,
+    /// `ex2.approx.ftz` for the softmax exponent (else an accurate exp2).
+    pub fast_exp: bool,
+    /// Barrier policy.
+    pub sync: SyncPolicy,
+    /// XOR-swizzled shared-memory tiles (else padded rows).
+    pub swizzle: bool,
+    /// Blocks per SM the kernel is built for (`__launch_bounds__` minimum): sets the register
+    /// budget, `65536 / (threads · min_blocks)`, capped at 255.
+    pub min_blocks: u32,
+}
+
+impl Variant {
+    /// The naive fp32 reference kernel with `warps` query rows per block.
+    pub fn reference() -> Variant {
+        Variant {
+            family: Family::Reference,
+            tile_m: 4,
+            tile_n: 32,
+            warps: 4,
+            stages: 1,
+            cp_async: false,
+            tc_pv: false,
+            warp_spec: false,
+            producer_warps: 0,
+            persistent: false,
+            fast_exp: false,
+            sync: SyncPolicy::Block,
+            swizzle: false,
+            min_blocks: 1,
+        }
+    }
+
+    /// Threads per block.
+    pub fn threads(&self) -> u32 {
+        self.warps * 32
+    }
+
+    /// Registers per thread the variant may use (its declared budget).
+    pub fn register_budget(&self) -> u32 {
+        let per_thread = 65536 / (self.threads() * self.min_blocks).max(1);
+        // ptxas allocates registers in units of 8 per thread.
+        (per_thread.min(255) / 8 * 8).max(8).min(255)
+    }
+
+    /// A stable, human-readable key that names this variant uniquely and parses back
+    /// ([`Variant::from_str`]). Example: `portable.m64.n64.w4.s2.b2.ctlx`.
+    pub fn key(&self) -> String {
+        let mut flags = String::new();
+        if self.cp_async {
+            flags.push('c');
+        }
+        if self.tc_pv {
+            flags.push('t');
+        }
+        if self.warp_spec {
+            flags.push_str(&format!("w{}", self.producer_warps));
+        }
+        if self.persistent {
+            flags.push('p');
+        }
+        if self.fast_exp {
+            flags.push('e');
+        }
+        if self.sync == SyncPolicy::Light {
+            flags.push('l');
+        }
+        if self.swizzle {
+            flags.push('x');
+        }
+        if flags.is_empty() {
+            flags.push('-');
+        }
+        format!(
+            "{}.m{}.n{}.w{}.s{}.b{}.{}",
+            self.family.name(),
+            self.tile_m,
+            self.tile_n,
+            self.warps,
+            self.stages,
+            self.min_blocks,
+            flags
+        )
+    }
+
+    /// Checks the family's validity rules (independent of the problem).
+    pub fn validate(&self) -> Result<()> {
+        let fail = |reason: String| {
+            Err(Error::InvalidVariant {
+                key: self.key(),
+                reason,
+            })
+        };
+        if !(1..=16).contains(&self.warps) {
+            return fail(format!("warps must be 1..=16, got {}", self.warps));
+        }
+        if !(1..=8).contains(&self.min_blocks) {
+            return fail(format!("min_blocks must be 1..=8, got {}", self.min_blocks));
+        }
+        if !(1..=4).contains(&self.stages) {
+            return fail(format!("stages must be 1..=4, got {}", self.stages));
+        }
+        if self.warp_spec != (self.producer_warps > 0) {
+            return fail("producer_warps > 0 exactly when warp_spec is on".into());
+        }
+        if self.producer_warps >= self.warps {
+            return fail("at least one warp must compute (producer_warps < warps)".into());
+        }
+        if self.min_blocks * self.threads() * 8 > 65536 {
+            return fail(format!(
+                "{} blocks of {} threads leave fewer than 8 registers per thread",
+                self.min_blocks,
+                self.threads()
+            ));
+        }
+        match self.family {
+            Family::Reference => {
+                let want = Variant {
+                    tile_m: self.warps,
+                    warps: self.warps,
+                    ..Variant::reference()
+                };
+                if *self != want {
+                    return fail(
+                        "the reference family has one knob, warps (= tile_m, one query row per \
+                         warp); every other field must keep its neutral value"
+                            .into(),
+                    );
+                }
+            }
+            Family::Portable => {
+                let consumers = self.warps - self.producer_warps;
+                if !matches!(self.tile_n, 32 | 64 | 128) {
+                    return fail(format!("tile_n must be 32, 64 or 128, got {}", self.tile_n));
+                }
+                if self.tile_m % (16 * consumers) != 0
+                    || !(1..=2).contains(&(self.tile_m / (16 * consumers)))
+                {
+                    return fail(format!(
+                        "tile_m must be 16 or 32 rows per computing warp ({} computing warps), got {}",
+                        consumers, self.tile_m
+                    ));
+                }
+                if self.stages > 1 && !self.cp_async {
+                    return fail("a multi-stage pipeline (stages > 1) needs cp_async".into());
+                }
+                if self.warp_spec && !self.cp_async {
+                    return fail("warp specialization issues its loads with cp_async".into());
+                }
+            }
+            Family::Hopper => {
+                if self.warps % 4 != 0 || !self.warp_spec || self.producer_warps != 4 {
+                    return fail("the hopper family is warpgroups: warps a multiple of 4, one producer warpgroup (warp_spec, producer_warps 4)".into());
+                }
+                if !matches!(self.tile_m, 64 | 128 | 192)
+                    || self.tile_n % 16 != 0
+                    || !(16..=256).contains(&self.tile_n)
+                {
+                    return fail(
+                        "hopper tiles: tile_m 64, 128 or 192; tile_n a multiple of 16 up to 256"
+                            .into(),
+                    );
+                }
+            }
+            Family::Decode => {
+                if !matches!(self.tile_n, 32 | 64 | 128 | 256) || self.tile_m != 16 {
+                    return fail(
+                        "decode tiles: tile_m 16 (query rows of one kv-head group), tile_n 32..256"
+                            .into(),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key())
+    }
+}
+
+impl FromStr for Variant {
+    type Err = Error;
+    /// Parses a key made by [`Variant::key`].
+    fn from_str(key: &str) -> Result<Variant> {
+        let bad = |reason: &str| Error::InvalidVariant {
+            key: key.to_string(),
+            reason: format!("{reason}; expected a key like portable.m64.n64.w4.s2.b1.ctlx"),
+        };
+        let parts: Vec<&str> = key.split('.').collect();
+        if parts.len() != 7 {
+            return Err(bad("wrong number of fields"));
+        }
+        let num = |p: &str, prefix: char| -> Result<u32> {
+            p.strip_prefix(prefix)
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| bad(&format!("bad field '{p}'")))
+        };
+        let mut v = Variant {
+            family: parts[0].parse()?,
+            tile_m: num(parts[1], 'm')?,
+            tile_n: num(parts[2], 'n')?,
+            warps: num(parts[3], 'w')?,
+            stages: num(parts[4], 's')?,
+            min_blocks: num(parts[5], 'b')?,
+            cp_async: false,
+            tc_pv: false,
+            warp_spec: false,
+            producer_warps: 0,
+            persistent: false,
+            fast_exp: false,
+            sync: SyncPolicy::Block,
+            swizzle: false,
+        };
+        let flags = parts[6];
+        if flags != "-" {
+            let mut chars = flags.chars().peekable();
+            while let Some(c) = chars.next() {
+                match c {
+                    'c' => v.cp_async = true,
+                    't' => v.tc_pv = true,
+                    'w' => {
+                        let mut n = String::new();
+                        while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                            n.push(*d);
+                            chars.next();
+                        }
+                        v.warp_spec = true;
+                        v.producer_warps = n
+                            .parse()
+                            .map_err(|_| bad("'w' flag needs a producer count"))?;
+                    }
+                    'p' => v.persistent = true,
+                    'e' => v.fast_exp = true,
+                    'l' => v.sync = SyncPolicy::Light,
+                    'x' => v.swizzle = true,
+                    other => return Err(bad(&format!("unknown flag '{other}'"))),
+                }
+            }
+        }
+        if v.key() != key {
+            return Err(bad("flags out of canonical order or duplicated"));
+        }
+        Ok(v)
+    }
+}
+
+/// Head dims the operation supports.
+pub const HEAD_DIMS: [u32; 3] = [64, 128, 256];
+
+/// A variant compiled for one problem class: what one CUBIN holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KernelSpec {
+    /// Tuning knobs.
+    pub variant: Variant,
+    /// Types of Q, K/V and O.
+    pub precision: Precision,
+    /// Head dimension.
+    pub head_dim: u32,
+    /// Causal mask, aligned bottom-right.
+    pub causal: bool,
+}
+
+impl KernelSpec {
+    /// Stable key, e.g. `portable.m64.n64.w4.s2.b1.ctlx/f16/d128/causal`.
+    pub fn key(&self) -> String {
+        format!(
+            "{}/{}/d{}/{}",
+            self.variant.key(),
+            self.precision.name(),
+            self.head_dim,
+            if self.causal { "causal" } else { "full" }
+        )
+    }
+
+    /// Checks variant rules, the problem class, and that the arch can run the family.
+    pub fn validate(&self, arch: Arch) -> Result<()> {
+        self.variant.validate()?;
+        let fail = |reason: String| {
+            Err(Error::InvalidVariant {
+                key: self.key(),
+                reason,
+            })
+        };
+        if !HEAD_DIMS.contains(&self.head_dim) {
+            return fail(format!(
+                "head_dim must be 64, 128 or 256, got {}",
+                self.head_dim
+            ));
+        }
+        match self.variant.family {
+            Family::Hopper if arch != Arch::Sm90a => {
+                fail(format!("the hopper family needs sm_90a, not {arch}"))
+            }
+            Family::Hopper if self.precision == Precision::SimFp8 => {
+                fail("the seeds' simulated-FP8 format is served by the portable family".into())
+            }
+            Family::Portable => {
+                let smem = self.dynamic_smem_bytes();
+                if smem > arch.smem_optin_limit() {
+                    return fail(format!(
+                        "needs {smem} bytes of shared memory, over {arch}'s opt-in limit of {}",
+                        arch.smem_optin_limit()
+                    ));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Dynamic shared memory the kernel asks for at launch, in bytes. The kernel derives its
+    /// layout from the same defines; this formula must match it.
+    pub fn dynamic_smem_bytes(&self) -> u32 {
+        let v = &self.variant;
+        let d = self.head_dim;
+        match v.family {
+            Family::Reference | Family::Decode | Family::Hopper => 0,
+            Family::Portable => {
+                // Q tile (16-bit), then `stages` K and V tiles in the K/V storage type,
+                // rows padded by 16 bytes unless swizzled.
+                let pad = if v.swizzle { 0 } else { 16 };
+                let kv_bytes = self.precision.kv().size() as u32;
+                let q_row = d * 2 + pad;
+                let kv_row = d * kv_bytes + pad;
+                v.tile_m * q_row + v.stages * 2 * v.tile_n * kv_row
+            }
+        }
+    }
+
+    /// The preprocessor defines, one per field; the only way a spec reaches the kernel.
+    pub fn defines(&self) -> Vec<(String, String)> {
+        let v = &self.variant;
+        let b = |x: bool| u32::from(x).to_string();
+        let p = self.precision;
+        vec![
+            ("SDPA_FAMILY".into(), v.family.code().to_string()),
+            ("SDPA_TILE_M".into(), v.tile_m.to_string()),
+            ("SDPA_TILE_N".into(), v.tile_n.to_string()),
+            ("SDPA_WARPS".into(), v.warps.to_string()),
+            ("SDPA_STAGES".into(), v.stages.to_string()),
+            ("SDPA_CP_ASYNC".into(), b(v.cp_async)),
+            ("SDPA_TC_PV".into(), b(v.tc_pv)),
+            ("SDPA_WARP_SPEC".into(), b(v.warp_spec)),
+            ("SDPA_PRODUCER_WARPS".into(), v.producer_warps.to_string()),
+            ("SDPA_PERSISTENT".into(), b(v.persistent)),
+            ("SDPA_FAST_EXP".into(), b(v.fast_exp)),
+            ("SDPA_SYNC_LIGHT".into(), b(v.sync == SyncPolicy::Light)),
+            ("SDPA_SWIZZLE".into(), b(v.swizzle)),
+            ("SDPA_MIN_BLOCKS".into(), v.min_blocks.to_string()),
+            ("SDPA_HEAD_DIM".into(), self.head_dim.to_string()),
+            ("SDPA_CAUSAL".into(), b(self.causal)),
+            ("SDPA_Q_T".into(), p.q().cuda_type().into()),
+            ("SDPA_KV_T".into(), p.kv().cuda_type().into()),
+            ("SDPA_O_T".into(), p.out().cuda_type().into()),
+            ("SDPA_COMPUTE_T".into(), p.compute().cuda_type().into()),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn any_variant() -> impl Strategy<Value = Variant> {
+        (
+            prop::sample::select(Family::ALL.to_vec()),
+            prop::sample::select(vec![4u32, 16, 32, 64, 128, 192, 256]),
+            prop::sample::select(vec![16u32, 32, 64, 128, 256]),
+            1u32..=16,
+            1u32..=4,
+            any::<[bool; 7]>(),
+            0u32..=4,
+            1u32..=4,
+        )
+            .prop_map(
+                |(family, tile_m, tile_n, warps, stages, f, producers, min_blocks)| Variant {
+                    family,
+                    tile_m,
+                    tile_n,
+                    warps,
+                    stages,
+                    cp_async: f[0],
+                    tc_pv: f[1],
+                    warp_spec: producers > 0,
+                    producer_warps: producers,
+                    persistent: f[3],
+                    fast_exp: f[4],
+                    sync: if f[5] {
+                        SyncPolicy::Light
+                    } else {
+                        SyncPolicy::Block
+                    },
+                    swizzle: f[6],
+                    min_blocks,
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn key_round_trips(v in any_variant()) {
+            let k = v.key();
+            prop_assert_eq!(k.parse::<Variant>().unwrap(), v);
+        }
+
+        #[test]
+        fn valid_variants_keep_their_invariants(v in any_variant()) {
+            if v.validate().is_ok() {
+                prop_assert!(v.producer_warps < v.warps);
+                prop_assert!(v.threads() <= 512);
+                prop_assert!(v.register_budget() >= 8 && v.register_budget() <= 255);
+                if v.family == Family::Portable {
+                    prop_assert!(v.stages == 1 || v.cp_async);
+                    prop_assert_eq!(v.tile_m % 16, 0);
+                }
+                if v.family == Family::Reference {
+                    prop_assert_eq!(v.tile_m, v.warps);
+                    prop_assert!(!v.cp_async && !v.tc_pv && !v.persistent && !v.fast_exp && !v.swizzle);
+                }
+            }
+        }
+
+        #[test]
+        fn distinct_specs_have_distinct_defines(a in any_variant(), b in any_variant(), ca: bool, cb: bool) {
+            let sa = KernelSpec { variant: a, precision: Precision::F16, head_dim: 64, causal: ca };
+            let sb = KernelSpec { variant: b, precision: Precision::F16, head_dim: 64, causal: cb };
+            prop_assert_eq!(sa == sb, sa.defines() == sb.defines());
+            prop_assert_eq!(sa == sb, sa.key() == sb.key());
+        }
+    }
+
+    #[test]
+    fn each_field_has_one_define() {
+        let s = KernelSpec {
+            variant: Variant::reference(),
+            precision: Precision::Fp8,
+            head_dim: 128,
+            causal: true,
+        };
+        let d = s.defines();
+        let names: std::collections::HashSet<_> = d.iter().map(|(n, _)| n.clone()).collect();
+        assert_eq!(names.len(), d.len(), "duplicate define");
+        // 14 variant fields + head dim + causal + 4 types.
+        assert_eq!(d.len(), 20);
+        assert!(d.contains(&("SDPA_Q_T".into(), "e4m3_t".into())));
+        assert!(d.contains(&("SDPA_O_T".into(), "bf16_t".into())));
+    }
+
+    #[test]
+    fn rules_reject_with_reasons() {
+        let mut v = Variant::reference();
+        v.fast_exp = true;
+        assert!(v.validate().unwrap_err().to_string().contains("neutral"));
+        let v = Variant {
+            warps: 17,
+            ..Variant::reference()
+        };
+        assert!(v.validate().unwrap_err().to_string().contains("warps"));
+        assert!("portable.m64".parse::<Variant>().is_err());
+        assert!("portable.m64.n64.w4.s2.b1.cz"
+            .parse::<Variant>()
+            .unwrap_err()
+            .to_string()
+            .contains("unknown flag"));
+        assert!(
+            "portable.m64.n64.w4.s2.b1.tc".parse::<Variant>().is_err(),
+            "non-canonical order"
+        );
+        let spec = KernelSpec {
+            variant: Variant::reference(),
+            precision: Precision::F16,
+            head_dim: 96,
+            causal: false,
+        };
+        assert!(spec
+            .validate(Arch::Sm80)
+            .unwrap_err()
+            .to_string()
+            .contains("head_dim"));
+    }
+}

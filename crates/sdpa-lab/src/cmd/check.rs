@@ -1,0 +1,145 @@
+//! `sdpa-lab check`: compile every registered spec per arch and apply the resource gates.
+
+use fp8_sdpa::compile::{Compiler, Origin};
+use fp8_sdpa::kernels::registry;
+use fp8_sdpa::{gates, Arch, KernelSpec};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `check`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Comma-separated arches to compile for.
+    #[arg(long, default_value = "sm_80,sm_90a")]
+    pub arch: String,
+    /// Only specs whose key contains this text.
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Write the table as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Bypass the kernel cache.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+/// One row of the resource table.
+#[derive(Serialize)]
+pub struct Row {
+    /// Spec key.
+    pub spec: String,
+    /// Arch.
+    pub arch: String,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Register budget of the variant.
+    pub budget: u32,
+    /// Spill bytes (stores + loads).
+    pub spill: u32,
+    /// Stack frame bytes.
+    pub stack: u32,
+    /// Static + dynamic shared memory bytes.
+    pub smem: u32,
+    /// Compiled, or taken from the cache.
+    pub cached: bool,
+    /// Gate violations or the compile error; empty when it passes.
+    pub problems: Vec<String>,
+}
+
+/// Compiles and gates `specs` for `arches`; returns every row.
+pub fn check_specs(specs: &[KernelSpec], arches: &[Arch], compiler: &Compiler) -> Vec<Row> {
+    let jobs: Vec<(KernelSpec, Arch)> = arches
+        .iter()
+        .flat_map(|a| specs.iter().map(move |s| (*s, *a)))
+        .collect();
+    jobs.par_iter()
+        .map(|(spec, arch)| match compiler.compile(spec, *arch) {
+            Ok(c) => Row {
+                spec: spec.key(),
+                arch: arch.to_string(),
+                registers: c.resources.registers,
+                budget: spec.variant.register_budget(),
+                spill: c.resources.spill_stores + c.resources.spill_loads,
+                stack: c.resources.stack_frame,
+                smem: c.resources.static_smem + spec.dynamic_smem_bytes(),
+                cached: c.origin == Origin::CacheHit,
+                problems: gates::check(&c)
+                    .into_iter()
+                    .map(|v| format!("{}: {}", v.gate, v.detail))
+                    .collect(),
+            },
+            Err(e) => Row {
+                spec: spec.key(),
+                arch: arch.to_string(),
+                registers: 0,
+                budget: spec.variant.register_budget(),
+                spill: 0,
+                stack: 0,
+                smem: 0,
+                cached: false,
+                problems: vec![e.to_string()],
+            },
+        })
+        .collect()
+}
+
+/// Prints rows as an aligned table.
+pub fn print_table(rows: &[Row]) {
+    let w = rows.iter().map(|r| r.spec.len()).max().unwrap_or(4).max(4);
+    println!(
+        "{:<w$}  {:<6}  {:>4}/{:<4} {:>6} {:>6} {:>7}  status",
+        "spec", "arch", "regs", "max", "spill", "stack", "smem"
+    );
+    for r in rows {
+        let status = if r.problems.is_empty() {
+            "ok".to_string()
+        } else {
+            format!("FAIL {}", r.problems.join("; "))
+        };
+        println!(
+            "{:<w$}  {:<6}  {:>4}/{:<4} {:>6} {:>6} {:>7}  {}",
+            r.spec, r.arch, r.registers, r.budget, r.spill, r.stack, r.smem, status
+        );
+    }
+}
+
+/// Runs the command.
+pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
+    let arches = Arch::parse_list(&a.arch)?;
+    let compiler = if a.no_cache {
+        Compiler::with_cache(None)
+    } else {
+        Compiler::new()?
+    };
+    let specs: Vec<KernelSpec> = registry::registered()
+        .into_iter()
+        .filter(|s| {
+            a.filter
+                .as_ref()
+                .is_none_or(|f| s.key().contains(f.as_str()))
+        })
+        .collect();
+    let t0 = std::time::Instant::now();
+    let rows = check_specs(&specs, &arches, &compiler);
+    print_table(&rows);
+    let failed = rows.iter().filter(|r| !r.problems.is_empty()).count();
+    println!(
+        "\n{} spec(s) x {} arch(es): {} passed, {} failed ({:.1} s)",
+        specs.len(),
+        arches.len(),
+        rows.len() - failed,
+        failed,
+        t0.elapsed().as_secs_f64()
+    );
+    if let Some(p) = &a.json {
+        let text = serde_json::to_string_pretty(&rows).expect("rows serialize");
+        std::fs::write(p, text).map_err(fp8_sdpa::Error::io(p))?;
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
