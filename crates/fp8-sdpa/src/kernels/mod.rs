@@ -44,4 +44,5 @@ pub fn source_or_err(family: Family) -> crate::Result<KernelSource> {
     })
 }
 
+pub mod geometry;
 pub mod registry;
