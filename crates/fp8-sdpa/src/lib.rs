@@ -15,6 +15,7 @@
 
 pub mod arch;
 pub mod compile;
+pub mod dispatch;
 pub mod dtype;
 pub mod error;
 pub mod fp8;

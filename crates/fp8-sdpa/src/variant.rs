@@ -142,8 +142,12 @@ impl Variant {
     /// Registers per thread the variant may use (its declared budget).
     pub fn register_budget(&self) -> u32 {
         let per_thread = 65536 / (self.threads() * self.min_blocks).max(1);
-        // ptxas allocates registers in units of 8 per thread.
-        (per_thread.min(255) / 8 * 8).max(8).min(255)
+        // ptxas allocates registers in units of 8 per thread, up to 255.
+        if per_thread >= 255 {
+            255
+        } else {
+            (per_thread / 8 * 8).max(8)
+        }
     }
 
     /// A stable, human-readable key that names this variant uniquely and parses back
@@ -236,7 +240,7 @@ impl Variant {
                 if !matches!(self.tile_n, 32 | 64 | 128) {
                     return fail(format!("tile_n must be 32, 64 or 128, got {}", self.tile_n));
                 }
-                if self.tile_m % (16 * consumers) != 0
+                if !self.tile_m.is_multiple_of(16 * consumers)
                     || !(1..=2).contains(&(self.tile_m / (16 * consumers)))
                 {
                     return fail(format!(
@@ -252,11 +256,11 @@ impl Variant {
                 }
             }
             Family::Hopper => {
-                if self.warps % 4 != 0 || !self.warp_spec || self.producer_warps != 4 {
+                if !self.warps.is_multiple_of(4) || !self.warp_spec || self.producer_warps != 4 {
                     return fail("the hopper family is warpgroups: warps a multiple of 4, one producer warpgroup (warp_spec, producer_warps 4)".into());
                 }
                 if !matches!(self.tile_m, 64 | 128 | 192)
-                    || self.tile_n % 16 != 0
+                    || !self.tile_n.is_multiple_of(16)
                     || !(16..=256).contains(&self.tile_n)
                 {
                     return fail(

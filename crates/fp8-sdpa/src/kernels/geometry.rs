@@ -21,7 +21,11 @@ pub fn grid(spec: &KernelSpec, shape: &AttnShape, sm_count: u32) -> [u64; 3] {
     let m_blocks = (shape.seq_q as u64).div_ceil(rows_per_block);
     if v.persistent {
         let tiles = m_blocks * shape.heads_q as u64 * shape.batch as u64;
-        [tiles.min(sm_count as u64 * v.min_blocks as u64).max(1), 1, 1]
+        [
+            tiles.min(sm_count as u64 * v.min_blocks as u64).max(1),
+            1,
+            1,
+        ]
     } else {
         [m_blocks, shape.heads_q as u64, shape.batch as u64]
     }

@@ -28,3 +28,14 @@ pub fn registered() -> Vec<KernelSpec> {
 pub fn variants() -> Vec<Variant> {
     vec![Variant::reference()]
 }
+
+/// The shipped default for a problem class.
+pub fn default_variant(
+    _arch: crate::Arch,
+    _precision: Precision,
+    _head_dim: u32,
+    _causal: bool,
+) -> Variant {
+    // Only the reference family exists so far.
+    Variant::reference()
+}

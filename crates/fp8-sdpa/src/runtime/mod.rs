@@ -1,1 +1,12 @@
-//! Running kernels on a GPU (in progress).
+//! Running kernels on a GPU: the device and its loaded kernels, borrowed device tensors,
+//! validation, and the attention call.
+
+pub mod abi;
+pub mod attention;
+pub mod device;
+pub mod tensor;
+pub mod validate;
+
+pub use attention::{Attention, CallOptions, Descale, KernelChoice, Launched};
+pub use device::{Device, DeviceInfo, LoadedKernel};
+pub use tensor::{TensorDesc, TensorMut, TensorRef, VecMut, VecRef};

@@ -23,10 +23,13 @@ pub struct Args {
     /// Bypass the kernel cache.
     #[arg(long)]
     pub no_cache: bool,
+    /// Print only failing rows and a summary per family (for CI logs).
+    #[arg(long)]
+    pub summary: bool,
 }
 
 /// One row of the resource table.
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 pub struct Row {
     /// Spec key.
     pub spec: String,
@@ -105,6 +108,29 @@ pub fn print_table(rows: &[Row]) {
     }
 }
 
+/// Prints, per family and arch, the count and the register / shared-memory range.
+pub fn print_summary(rows: &[Row]) {
+    let mut groups: std::collections::BTreeMap<(String, String), Vec<&Row>> = Default::default();
+    for r in rows {
+        let family = r.spec.split('.').next().unwrap_or("?").to_string();
+        groups.entry((family, r.arch.clone())).or_default().push(r);
+    }
+    for ((family, arch), g) in groups {
+        let ok: Vec<&&Row> = g.iter().filter(|r| r.problems.is_empty()).collect();
+        let regs = ok.iter().map(|r| r.registers);
+        let smem = ok.iter().map(|r| r.smem);
+        println!(
+            "{family:<10} {arch:<7} {:>4} specs, {:>4} ok; registers {}..{}, shared memory {}..{} bytes",
+            g.len(),
+            ok.len(),
+            regs.clone().min().unwrap_or(0),
+            regs.max().unwrap_or(0),
+            smem.clone().min().unwrap_or(0),
+            smem.max().unwrap_or(0)
+        );
+    }
+}
+
 /// Runs the command.
 pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
     let arches = Arch::parse_list(&a.arch)?;
@@ -123,7 +149,19 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         .collect();
     let t0 = std::time::Instant::now();
     let rows = check_specs(&specs, &arches, &compiler);
-    print_table(&rows);
+    if a.summary {
+        let failing: Vec<Row> = rows
+            .iter()
+            .filter(|r| !r.problems.is_empty())
+            .cloned()
+            .collect();
+        if !failing.is_empty() {
+            print_table(&failing);
+        }
+        print_summary(&rows);
+    } else {
+        print_table(&rows);
+    }
     let failed = rows.iter().filter(|r| !r.problems.is_empty()).count();
     println!(
         "\n{} spec(s) x {} arch(es): {} passed, {} failed ({:.1} s)",

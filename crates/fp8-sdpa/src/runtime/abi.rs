@@ -1,0 +1,59 @@
+//! Rust mirror of `kernels/abi.cuh`'s `SdpaParams`. Field order, types and padding must
+//! match the CUDA struct exactly; the size/offset test below pins the layout.
+
+use cudarc::driver::DeviceRepr;
+
+/// The kernels' parameter block (see `abi.cuh` for the meaning of each field).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SdpaParams {
+    pub q: u64,
+    pub k: u64,
+    pub v: u64,
+    pub o: u64,
+    pub lse: u64,
+    pub q_descale: u64,
+    pub k_descale: u64,
+    pub v_descale: u64,
+    pub q_stride_b: i64,
+    pub q_stride_s: i64,
+    pub q_stride_h: i64,
+    pub k_stride_b: i64,
+    pub k_stride_s: i64,
+    pub k_stride_h: i64,
+    pub v_stride_b: i64,
+    pub v_stride_s: i64,
+    pub v_stride_h: i64,
+    pub o_stride_b: i64,
+    pub o_stride_s: i64,
+    pub o_stride_h: i64,
+    pub batch: i32,
+    pub seq_q: i32,
+    pub seq_kv: i32,
+    pub heads_q: i32,
+    pub heads_kv: i32,
+    pub q_descale_stride_b: i32,
+    pub kv_descale_stride_b: i32,
+    pub scale: f32,
+    pub scale_log2: f32,
+}
+
+// SAFETY: plain-old-data with C layout, mirrored by the CUDA struct; passed by value.
+unsafe impl DeviceRepr for SdpaParams {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_matches_the_cuda_struct() {
+        // 8 pointers + 12 strides (8 bytes each) + 7 ints + 2 floats = 160 + 36 = 196, padded to 8.
+        assert_eq!(std::mem::size_of::<SdpaParams>(), 200);
+        assert_eq!(std::mem::align_of::<SdpaParams>(), 8);
+        let p = SdpaParams::default();
+        let base = &p as *const _ as usize;
+        assert_eq!(&p.q_stride_b as *const _ as usize - base, 64);
+        assert_eq!(&p.batch as *const _ as usize - base, 160);
+        assert_eq!(&p.scale_log2 as *const _ as usize - base, 192);
+    }
+}

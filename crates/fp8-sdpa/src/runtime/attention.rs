@@ -1,0 +1,240 @@
+//! The attention call: validate everything, pick a kernel, launch it on the caller's stream.
+
+use super::abi::SdpaParams;
+use super::device::Device;
+use super::tensor::{TensorMut, TensorRef, VecMut, VecRef};
+use super::validate::{check_descale_values, validate, CallDesc, DescaleDesc, Validated};
+use crate::dispatch;
+use crate::error::{Error, Result};
+use crate::kernels::geometry;
+use crate::problem::AttnParams;
+use crate::variant::{KernelSpec, Variant};
+use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+
+/// A descale vector: fp32 values and their batch stride (0 = one per head, broadcast over the
+/// batch; `heads` = one per (batch, head)).
+pub struct Descale<'a> {
+    /// The values.
+    pub values: VecRef<'a>,
+    /// 0 or the tensor's head count.
+    pub batch_stride: usize,
+}
+
+/// One attention call's tensors and parameters.
+pub struct Attention<'a> {
+    /// Query `[batch, seq_q, heads_q, dim]`.
+    pub q: TensorRef<'a>,
+    /// Keys `[batch, seq_kv, heads_kv, dim]`.
+    pub k: TensorRef<'a>,
+    /// Values, shaped like K.
+    pub v: TensorRef<'a>,
+    /// Output, shaped like Q; fully written.
+    pub o: TensorMut<'a>,
+    /// Optional log-sum-exp output, fp32 `[batch, heads_q, seq_q]`, natural log.
+    pub lse: Option<VecMut<'a>>,
+    /// Descale of Q (E4M3 or simulated-FP8 Q only).
+    pub q_descale: Option<Descale<'a>>,
+    /// Descale of K (E4M3 or simulated-FP8 K only).
+    pub k_descale: Option<Descale<'a>>,
+    /// Descale of V (E4M3 or simulated-FP8 V only).
+    pub v_descale: Option<Descale<'a>>,
+    /// Scale and mask.
+    pub params: AttnParams,
+}
+
+/// Which kernel runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KernelChoice {
+    /// The shipped default for the device, precision, head dim and mask.
+    #[default]
+    Auto,
+    /// This variant (validated against the problem and device).
+    Variant(Variant),
+}
+
+/// Options of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallOptions {
+    /// Which kernel.
+    pub kernel: KernelChoice,
+    /// Read the descales back and check they are finite and > 0 (synchronizes the stream).
+    /// On by default; benchmarks turn it off after a first checked call.
+    pub check_descales: bool,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        CallOptions {
+            kernel: KernelChoice::Auto,
+            check_descales: true,
+        }
+    }
+}
+
+/// What was launched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launched {
+    /// The spec.
+    pub spec: KernelSpec,
+    /// Grid.
+    pub grid: [u32; 3],
+    /// Threads per block.
+    pub block: u32,
+    /// Dynamic shared memory bytes.
+    pub smem: u32,
+}
+
+fn desc(d: &Option<Descale<'_>>) -> Option<DescaleDesc> {
+    d.as_ref().map(|d| DescaleDesc {
+        ptr: d.values.ptr,
+        len: d.values.len,
+        batch_stride: d.batch_stride,
+    })
+}
+
+impl Attention<'_> {
+    /// The validation view of this call.
+    pub fn describe(&self) -> CallDesc {
+        CallDesc {
+            q: self.q.desc,
+            k: self.k.desc,
+            v: self.v.desc,
+            o: self.o.desc,
+            lse: self.lse.as_ref().map(|l| (l.ptr, l.len)),
+            descales: [
+                desc(&self.q_descale),
+                desc(&self.k_descale),
+                desc(&self.v_descale),
+            ],
+            params: self.params,
+        }
+    }
+}
+
+impl Device {
+    /// Validates `a`, picks the kernel and launches it on `stream`. Returns once the launch is
+    /// queued; the output is ready when the stream reaches it.
+    pub fn attention(
+        &self,
+        stream: &CudaStream,
+        a: &Attention<'_>,
+        opts: CallOptions,
+    ) -> Result<Launched> {
+        let call = a.describe();
+        let Validated { precision, shape } = validate(&call)?;
+        if opts.check_descales {
+            for (name, d) in [
+                ("Q", &a.q_descale),
+                ("K", &a.k_descale),
+                ("V", &a.v_descale),
+            ] {
+                if let Some(d) = d {
+                    let mut host = vec![0f32; d.values.len];
+                    // SAFETY: `host` holds `len` floats; the pointer is a live device buffer of
+                    // at least `len` floats (VecRef borrows it); we synchronize before reading.
+                    unsafe {
+                        cudarc::driver::result::memcpy_dtoh_async(
+                            &mut host,
+                            d.values.ptr,
+                            stream.cu_stream(),
+                        )
+                    }
+                    .map_err(Error::driver("reading descales back"))?;
+                    stream
+                        .synchronize()
+                        .map_err(Error::driver("reading descales back"))?;
+                    check_descale_values(name, &host)?;
+                }
+            }
+        }
+        let variant = match opts.kernel {
+            KernelChoice::Auto => {
+                dispatch::choose(self.info().arch, precision, &shape, a.params.causal)
+            }
+            KernelChoice::Variant(v) => v,
+        };
+        let spec = KernelSpec {
+            variant,
+            precision,
+            head_dim: shape.head_dim as u32,
+            causal: a.params.causal,
+        };
+        spec.validate(self.info().arch)?;
+        let kernel = self.kernel(&spec)?;
+        let g = geometry::grid(&spec, &shape, self.info().sm_count);
+        if g[0] > i32::MAX as u64 || g[1] > 65535 || g[2] > 65535 {
+            return Err(Error::InvalidInput(format!(
+                "grid {g:?} exceeds the device's launch limits; split the batch"
+            )));
+        }
+        let grid = [g[0] as u32, g[1] as u32, g[2] as u32];
+        let s = |t: &super::tensor::TensorDesc| {
+            [
+                t.strides[0] as i64,
+                t.strides[1] as i64,
+                t.strides[2] as i64,
+            ]
+        };
+        let (qs, ks, vs, os) = (s(&call.q), s(&call.k), s(&call.v), s(&call.o));
+        let ds = |d: &Option<Descale<'_>>| {
+            d.as_ref()
+                .map_or((0u64, 0i32), |d| (d.values.ptr, d.batch_stride as i32))
+        };
+        let params = SdpaParams {
+            q: call.q.ptr,
+            k: call.k.ptr,
+            v: call.v.ptr,
+            o: call.o.ptr,
+            lse: call.lse.map_or(0, |l| l.0),
+            q_descale: ds(&a.q_descale).0,
+            k_descale: ds(&a.k_descale).0,
+            v_descale: ds(&a.v_descale).0,
+            q_stride_b: qs[0],
+            q_stride_s: qs[1],
+            q_stride_h: qs[2],
+            k_stride_b: ks[0],
+            k_stride_s: ks[1],
+            k_stride_h: ks[2],
+            v_stride_b: vs[0],
+            v_stride_s: vs[1],
+            v_stride_h: vs[2],
+            o_stride_b: os[0],
+            o_stride_s: os[1],
+            o_stride_h: os[2],
+            batch: shape.batch as i32,
+            seq_q: shape.seq_q as i32,
+            seq_kv: shape.seq_kv as i32,
+            heads_q: shape.heads_q as i32,
+            heads_kv: shape.heads_kv as i32,
+            q_descale_stride_b: ds(&a.q_descale).1,
+            kv_descale_stride_b: ds(&a.k_descale).1,
+            scale: a.params.scale,
+            scale_log2: a.params.scale * std::f32::consts::LOG2_E,
+        };
+        if a.k_descale.as_ref().map(|d| d.batch_stride)
+            != a.v_descale.as_ref().map(|d| d.batch_stride)
+        {
+            return Err(Error::InvalidInput(
+                "K and V descales must have the same batch stride".into(),
+            ));
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (grid[0], grid[1], grid[2]),
+            block_dim: (spec.variant.threads(), 1, 1),
+            shared_mem_bytes: spec.dynamic_smem_bytes(),
+        };
+        let mut launch = stream.launch_builder(&kernel.function);
+        launch.arg(&params);
+        // SAFETY: `params` mirrors the kernel's by-value SdpaParams (layout test in abi.rs);
+        // every pointer in it was validated to cover the shapes and strides the kernel reads
+        // and writes, and the borrowed slices outlive the queued launch through `a`'s guards.
+        unsafe { launch.launch(cfg) }
+            .map_err(Error::driver(format!("launching {}", spec.key())))?;
+        Ok(Launched {
+            spec,
+            grid,
+            block: spec.variant.threads(),
+            smem: spec.dynamic_smem_bytes(),
+        })
+    }
+}

@@ -1,0 +1,179 @@
+//! Borrowed device tensors: a device pointer with dtype, logical shape and strides. Built from
+//! cudarc slices; the slice stays borrowed (and its stream ordering recorded) while the
+//! reference lives, so the launch that uses it is ordered after prior writes.
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, SyncOnDrop};
+use std::marker::PhantomData;
+
+/// What validation needs to know of a tensor: no borrow, so it can be tested without a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TensorDesc {
+    /// Device address of element (0, 0, 0, 0).
+    pub ptr: u64,
+    /// Bytes available from `ptr`.
+    pub bytes: usize,
+    /// Element type.
+    pub dtype: DType,
+    /// Logical shape (batch, seq, heads, dim).
+    pub shape: [usize; 4],
+    /// Element strides of those dims.
+    pub strides: [usize; 4],
+}
+
+/// A read-only 4-d tensor `[batch, seq, heads, dim]` (logical order) on the device.
+pub struct TensorRef<'a> {
+    pub(crate) desc: TensorDesc,
+    _sync: SyncOnDrop<'a>,
+}
+
+/// A writable 4-d tensor (the output) on the device.
+pub struct TensorMut<'a> {
+    pub(crate) desc: TensorDesc,
+    _sync: SyncOnDrop<'a>,
+    _mut: PhantomData<&'a mut ()>,
+}
+
+/// A read-only fp32 vector on the device (descales).
+pub struct VecRef<'a> {
+    pub(crate) ptr: u64,
+    pub(crate) len: usize,
+    _sync: SyncOnDrop<'a>,
+}
+
+/// A writable fp32 vector on the device (log-sum-exp).
+pub struct VecMut<'a> {
+    pub(crate) ptr: u64,
+    pub(crate) len: usize,
+    _sync: SyncOnDrop<'a>,
+}
+
+fn storage_check<T>(dtype: DType) -> Result<()> {
+    let t = std::mem::size_of::<T>();
+    if t != dtype.size() && t != 1 {
+        return Err(Error::InvalidInput(format!(
+            "a {} tensor needs {}-byte elements (or a byte buffer), got a slice of {t}-byte elements",
+            dtype,
+            dtype.size()
+        )));
+    }
+    Ok(())
+}
+
+impl<'a> TensorRef<'a> {
+    /// Describes `slice` as a tensor of `dtype` with logical `shape` (batch, seq, heads, dim)
+    /// and element `strides` for those four dims. The slice may hold elements of the dtype's
+    /// size or raw bytes.
+    pub fn new<T: DeviceRepr, S: DevicePtr<T>>(
+        slice: &'a S,
+        stream: &'a CudaStream,
+        dtype: DType,
+        shape: [usize; 4],
+        strides: [usize; 4],
+    ) -> Result<TensorRef<'a>> {
+        storage_check::<T>(dtype)?;
+        let bytes = slice.num_bytes();
+        let (ptr, sync) = slice.device_ptr(stream);
+        Ok(TensorRef {
+            desc: TensorDesc {
+                ptr,
+                bytes,
+                dtype,
+                shape,
+                strides,
+            },
+            _sync: sync,
+        })
+    }
+
+    /// A contiguous tensor in the given layout.
+    pub fn contiguous<T: DeviceRepr, S: DevicePtr<T>>(
+        slice: &'a S,
+        stream: &'a CudaStream,
+        dtype: DType,
+        shape: [usize; 4],
+        layout: crate::Layout,
+    ) -> Result<TensorRef<'a>> {
+        let [b, s, h] = layout.strides(shape[1], shape[2], shape[3]);
+        Self::new(slice, stream, dtype, shape, [b, s, h, 1])
+    }
+}
+
+impl TensorRef<'_> {
+    /// The plain description.
+    pub fn desc(&self) -> &TensorDesc {
+        &self.desc
+    }
+}
+
+impl TensorMut<'_> {
+    /// The plain description.
+    pub fn desc(&self) -> &TensorDesc {
+        &self.desc
+    }
+}
+
+impl<'a> TensorMut<'a> {
+    /// Like [`TensorRef::new`], for the output.
+    pub fn new<T: DeviceRepr, S: DevicePtrMut<T>>(
+        slice: &'a mut S,
+        stream: &'a CudaStream,
+        dtype: DType,
+        shape: [usize; 4],
+        strides: [usize; 4],
+    ) -> Result<TensorMut<'a>> {
+        storage_check::<T>(dtype)?;
+        let bytes = slice.num_bytes();
+        let (ptr, sync) = slice.device_ptr_mut(stream);
+        Ok(TensorMut {
+            desc: TensorDesc {
+                ptr,
+                bytes,
+                dtype,
+                shape,
+                strides,
+            },
+            _sync: sync,
+            _mut: PhantomData,
+        })
+    }
+
+    /// A contiguous output in the given layout.
+    pub fn contiguous<T: DeviceRepr, S: DevicePtrMut<T>>(
+        slice: &'a mut S,
+        stream: &'a CudaStream,
+        dtype: DType,
+        shape: [usize; 4],
+        layout: crate::Layout,
+    ) -> Result<TensorMut<'a>> {
+        let [b, s, h] = layout.strides(shape[1], shape[2], shape[3]);
+        Self::new(slice, stream, dtype, shape, [b, s, h, 1])
+    }
+}
+
+impl<'a> VecRef<'a> {
+    /// An fp32 vector.
+    pub fn new<S: DevicePtr<f32>>(slice: &'a S, stream: &'a CudaStream) -> VecRef<'a> {
+        let len = slice.len();
+        let (ptr, sync) = slice.device_ptr(stream);
+        VecRef {
+            ptr,
+            len,
+            _sync: sync,
+        }
+    }
+}
+
+impl<'a> VecMut<'a> {
+    /// A writable fp32 vector.
+    pub fn new<S: DevicePtrMut<f32>>(slice: &'a mut S, stream: &'a CudaStream) -> VecMut<'a> {
+        let len = slice.len();
+        let (ptr, sync) = slice.device_ptr_mut(stream);
+        VecMut {
+            ptr,
+            len,
+            _sync: sync,
+        }
+    }
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The project's test command. Does its own set-up, then runs every check CI runs:
+#   1. NVRTC: if no libnvrtc.so.13 is found, installs the pip package nvidia-cuda-nvrtc (13.0.x,
+#      matching the GPU machines' CUDA 13.0 driver) into .nvrtc/ and points the project at it;
+#   2. cargo fmt --check, clippy with warnings as errors;
+#   3. cargo test (GPU tests are #[ignore]d with a reason; pass --gpu to include them);
+#   4. sdpa-lab check for sm_80 and sm_90a (compiles every registered kernel, resource gates).
+# Usage: scripts/test.sh [--gpu]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+gpu=0
+for a in "$@"; do
+  case "$a" in
+    --gpu) gpu=1 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $a (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+nvrtc_found() {
+  if [ -n "${SDPA_NVRTC_PATH:-}" ] && [ -e "$SDPA_NVRTC_PATH" ]; then return 0; fi
+  if [ -e .nvrtc/nvidia/cu13/lib/libnvrtc.so.13 ]; then
+    export SDPA_NVRTC_PATH="$PWD/.nvrtc/nvidia/cu13/lib"; return 0
+  fi
+  ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so\.13' && return 0
+  for d in /usr/local/cuda/lib64 ${CUDA_HOME:+$CUDA_HOME/lib64}; do
+    if [ -e "$d/libnvrtc.so.13" ]; then export SDPA_NVRTC_PATH="$d"; return 0; fi
+  done
+  return 1
+}
+
+if ! nvrtc_found; then
+  echo "==> NVRTC not found: installing nvidia-cuda-nvrtc==13.0.88 into .nvrtc/"
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --target .nvrtc 'nvidia-cuda-nvrtc==13.0.88'
+  export SDPA_NVRTC_PATH="$PWD/.nvrtc/nvidia/cu13/lib"
+fi
+echo "==> NVRTC: ${SDPA_NVRTC_PATH:-loader path}"
+# A project-local kernel cache keeps test runs independent of the user's cache.
+export SDPA_CACHE_DIR="${SDPA_CACHE_DIR:-$PWD/target/kernel-cache}"
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+echo "==> cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "==> cargo test"
+if [ "$gpu" = 1 ]; then
+  cargo test --workspace -- --include-ignored
+else
+  cargo test --workspace
+fi
+echo "==> sdpa-lab check --arch sm_80,sm_90a"
+cargo run --quiet -p sdpa-lab -- check --arch sm_80,sm_90a --summary
