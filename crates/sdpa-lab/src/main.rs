@@ -2,6 +2,7 @@
 //! benchmarks them against PyTorch's SDPA backends and writes reports.
 
 mod cmd;
+mod manifest;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -23,12 +24,15 @@ enum Command {
     /// resource table, and fail on any gate violation (spills, stack frame, shared memory over
     /// the arch limit, registers over the variant's budget). Needs NVRTC, no GPU.
     Check(cmd::check::Args),
+    /// The environment manifest: GPU, driver, NVRTC, PyTorch, git commit, host.
+    Env(cmd::env::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check(a) => cmd::check::run(a),
+        Command::Env(a) => cmd::env::run(a),
     };
     match result {
         Ok(code) => code,

@@ -314,6 +314,7 @@ mod tests {
         let mut c = base;
         for x in [&mut c.q, &mut c.k, &mut c.v, &mut c.o] {
             x.shape[3] = 96;
+            x.bytes *= 2;
         }
         assert!(err(&c).contains("head dim 96"));
         let mut c = base;
