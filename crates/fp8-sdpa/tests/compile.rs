@@ -170,3 +170,33 @@ fn invalid_specs_are_rejected_before_compiling() {
     s.variant.family = fp8_sdpa::Family::Hopper;
     assert!(c.compile(&s, Arch::Sm80).is_err());
 }
+
+#[test]
+fn fp8_helper_kernels_compile_for_every_arch() {
+    let c = Compiler::with_cache(None);
+    for arch in Arch::ALL {
+        for t in ["half_t", "bf16_t"] {
+            let m = c
+                .compile_source(
+                    &fp8_sdpa::kernels::FP8,
+                    &[("QUANT_IN_T".into(), t.into())],
+                    arch,
+                )
+                .unwrap();
+            let names: Vec<&str> = m.resources.iter().map(|r| r.function.as_str()).collect();
+            assert!(
+                names.contains(&"quantize_e4m3_bshd") && names.contains(&"amax_bshd"),
+                "{names:?}"
+            );
+            // The hardware entry points exist exactly where the hardware conversion does.
+            assert_eq!(
+                names.contains(&"e4m3_encode_f16_hw"),
+                arch.has_fp8_cvt(),
+                "{arch}: {names:?}"
+            );
+            for r in &m.resources {
+                assert_eq!((r.stack_frame, r.spill_stores), (0, 0), "{arch} {r:?}");
+            }
+        }
+    }
+}

@@ -10,12 +10,12 @@ pub use ptxas::ResourceUsage;
 
 use crate::arch::Arch;
 use crate::error::Result;
-use crate::kernels;
+use crate::kernels::{self, KernelSource};
 use crate::variant::KernelSpec;
 use serde::{Deserialize, Serialize};
 
 /// Bumped when the cache entry's meaning changes.
-const CACHE_FORMAT: &str = "fp8-sdpa-cache-v1";
+const CACHE_FORMAT: &str = "fp8-sdpa-cache-v2";
 
 /// A compiled kernel spec.
 #[derive(Debug, Clone)]
@@ -50,7 +50,20 @@ pub enum Origin {
 #[derive(Serialize, Deserialize)]
 struct Meta {
     log: String,
-    resources: ResourceUsage,
+    resources: Vec<ResourceUsage>,
+}
+
+/// A compiled source (any entries).
+#[derive(Debug, Clone)]
+pub struct CompiledModule {
+    /// Machine code.
+    pub cubin: Vec<u8>,
+    /// NVRTC's log.
+    pub log: String,
+    /// The report of each entry.
+    pub resources: Vec<ResourceUsage>,
+    /// Where it came from.
+    pub origin: Origin,
 }
 
 /// Compiles specs, through a cache when one is given.
@@ -72,12 +85,15 @@ impl Compiler {
         Compiler { cache }
     }
 
-    /// The cache key of `spec` on `arch`: sources, headers, defines, options, NVRTC version.
-    pub fn cache_key(spec: &KernelSpec, arch: Arch) -> Result<String> {
-        let src = kernels::source_or_err(spec.variant.family)?;
+    /// The cache key of a source with defines on `arch`: the source and every header, the
+    /// defines, the compile options, and NVRTC's version.
+    pub fn cache_key(
+        src: &KernelSource,
+        defines: &[(String, String)],
+        arch: Arch,
+    ) -> Result<String> {
         let (maj, min) = nvrtc::version()?;
-        let defines = spec
-            .defines()
+        let defines = defines
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
@@ -99,26 +115,27 @@ impl Compiler {
         Ok(cache::digest(&parts))
     }
 
-    /// Validates and compiles `spec` for `arch`.
-    pub fn compile(&self, spec: &KernelSpec, arch: Arch) -> Result<Compiled> {
-        spec.validate(arch)?;
-        let src = kernels::source_or_err(spec.variant.family)?;
+    /// Compiles any embedded source with the given defines (through the cache), returning
+    /// the CUBIN and the report of every entry in it.
+    pub fn compile_source(
+        &self,
+        src: &KernelSource,
+        defines: &[(String, String)],
+        arch: Arch,
+    ) -> Result<CompiledModule> {
         let mut origin = Origin::Compiled;
         let key = match &self.cache {
-            Some(_) => Some(Self::cache_key(spec, arch)?),
+            Some(_) => Some(Self::cache_key(src, defines, arch)?),
             None => None,
         };
         if let (Some(cache), Some(key)) = (&self.cache, &key) {
             match cache.get(key) {
                 cache::Lookup::Hit(meta, cubin) => match serde_json::from_str::<Meta>(&meta) {
                     Ok(m) => {
-                        return Ok(Compiled {
-                            spec: *spec,
-                            arch,
+                        return Ok(CompiledModule {
                             cubin,
-                            entry: src.entry,
-                            resources: m.resources,
                             log: m.log,
+                            resources: m.resources,
                             origin: Origin::CacheHit,
                         })
                     }
@@ -128,18 +145,8 @@ impl Compiler {
                 cache::Lookup::Miss => {}
             }
         }
-        let out = nvrtc::compile(src.name, src.text, &kernels::HEADERS, &spec.defines(), arch)?;
-        // A missing report must not read as "zero registers, no spills": that would pass the gates.
-        let resources = ptxas::parse(&out.log)
-            .into_iter()
-            .find(|r| r.function == src.entry)
-            .ok_or_else(|| crate::error::Error::Nvrtc {
-                call: "ptxas report",
-                message: format!(
-                    "no resource report for entry '{}' in the log:\n{}",
-                    src.entry, out.log
-                ),
-            })?;
+        let out = nvrtc::compile(src.name, src.text, &kernels::HEADERS, defines, arch)?;
+        let resources = ptxas::parse(&out.log);
         if let (Some(cache), Some(key)) = (&self.cache, &key) {
             let meta = serde_json::to_string(&Meta {
                 log: out.log.clone(),
@@ -148,14 +155,40 @@ impl Compiler {
             .expect("Meta serializes");
             cache.put(key, &meta, &out.cubin)?;
         }
+        Ok(CompiledModule {
+            cubin: out.cubin,
+            log: out.log,
+            resources,
+            origin,
+        })
+    }
+
+    /// Validates and compiles `spec` for `arch`.
+    pub fn compile(&self, spec: &KernelSpec, arch: Arch) -> Result<Compiled> {
+        spec.validate(arch)?;
+        let src = kernels::source_or_err(spec.variant.family)?;
+        let m = self.compile_source(&src, &spec.defines(), arch)?;
+        // A missing report must not read as "zero registers, no spills": that would pass the gates.
+        let resources = m
+            .resources
+            .iter()
+            .find(|r| r.function == src.entry)
+            .cloned()
+            .ok_or_else(|| crate::error::Error::Nvrtc {
+                call: "ptxas report",
+                message: format!(
+                    "no resource report for entry '{}' in the log:\n{}",
+                    src.entry, m.log
+                ),
+            })?;
         Ok(Compiled {
             spec: *spec,
             arch,
-            cubin: out.cubin,
+            cubin: m.cubin,
             entry: src.entry,
             resources,
-            log: out.log,
-            origin,
+            log: m.log,
+            origin: m.origin,
         })
     }
 }

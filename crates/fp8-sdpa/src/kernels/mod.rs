@@ -26,6 +26,13 @@ const REFERENCE: KernelSource = KernelSource {
     entry: "sdpa_reference",
 };
 
+/// FP8 codec entry points and the E4M3 quantizer (`fp8.cu`).
+pub const FP8: KernelSource = KernelSource {
+    name: "fp8.cu",
+    text: include_str!("fp8.cu"),
+    entry: "quantize_e4m3_bshd",
+};
+
 /// The source for a family, or `None` while that family has no kernel yet.
 pub fn source(family: Family) -> Option<KernelSource> {
     match family {

@@ -4,6 +4,7 @@
 use crate::arch::Arch;
 use crate::compile::{Compiled, Compiler};
 use crate::error::{Error, Result};
+use crate::kernels::KernelSource;
 use crate::libs;
 use crate::variant::KernelSpec;
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUfunction_attribute};
@@ -55,6 +56,7 @@ pub struct Device {
     info: DeviceInfo,
     compiler: Compiler,
     kernels: Mutex<HashMap<KernelSpec, Arc<LoadedKernel>>>,
+    modules: Mutex<HashMap<String, Arc<CudaModule>>>,
 }
 
 impl Device {
@@ -108,6 +110,7 @@ impl Device {
             info,
             compiler,
             kernels: Mutex::new(HashMap::new()),
+            modules: Mutex::new(HashMap::new()),
         })
     }
 
@@ -136,6 +139,29 @@ impl Device {
         self.ctx
             .new_stream()
             .map_err(Error::driver("creating a stream"))
+    }
+
+    /// A helper module (not an attention kernel) compiled from `src` with `defines`, loaded
+    /// once per distinct define set.
+    pub fn module(
+        &self,
+        src: &KernelSource,
+        defines: &[(String, String)],
+    ) -> Result<Arc<CudaModule>> {
+        let key = format!("{}|{:?}", src.name, defines);
+        if let Some(m) = self.modules.lock().expect("module map poisoned").get(&key) {
+            return Ok(m.clone());
+        }
+        let compiled = self.compiler.compile_source(src, defines, self.info.arch)?;
+        let module = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_binary(compiled.cubin))
+            .map_err(Error::driver(format!("loading the CUBIN of {}", src.name)))?;
+        self.modules
+            .lock()
+            .expect("module map poisoned")
+            .insert(key, module.clone());
+        Ok(module)
     }
 
     /// The kernel for `spec`, compiled (or taken from the disk cache) and loaded on first use.

@@ -4,6 +4,7 @@
 pub mod abi;
 pub mod attention;
 pub mod device;
+pub mod quantize;
 pub mod tensor;
 pub mod validate;
 
