@@ -1,1 +1,532 @@
-//! (in progress)
+//! The float64 CPU reference: the ground truth every kernel is checked against.
+//!
+//! `O = softmax(scale · Q·Kᵀ + mask) · V` computed in f64 with the row max subtracted before
+//! `exp`, inputs and output BSHD-contiguous. Conventions are those of `abi.cuh`: the causal
+//! mask is aligned bottom-right (query i sees key j iff `j <= i + seq_kv − seq_q`), a row
+//! that sees no key gets O = 0 and LSE = −inf, query head h reads kv head
+//! `h / (heads_q / heads_kv)`, and a NaN anywhere in what a row reads makes that row NaN.
+
+use crate::fp8::{self, e4m3};
+use crate::{AttnShape, DType, Error, Result};
+use rayon::prelude::*;
+
+/// The reference's results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefOutput {
+    /// Attention output, BSHD `[batch, seq_q, heads_q, head_dim]`.
+    pub o: Vec<f64>,
+    /// Per-row log-sum-exp of the scaled scores, `[batch, heads_q, seq_q]`, natural log;
+    /// −inf for a row that sees no key.
+    pub lse: Vec<f64>,
+}
+
+/// Number of keys query row `i` sees: all of them, or under the bottom-right-aligned causal
+/// mask the first `i + seq_kv − seq_q + 1` (clamped to `0..=seq_kv`).
+pub fn visible_keys(i: usize, seq_q: usize, seq_kv: usize, causal: bool) -> usize {
+    if !causal {
+        return seq_kv;
+    }
+    // i + seq_kv - seq_q + 1 without going negative
+    (i + seq_kv + 1).saturating_sub(seq_q).min(seq_kv)
+}
+
+fn check_shape(shape: &AttnShape, q: usize, k: usize, v: usize) -> Result<()> {
+    if shape.heads_kv == 0 || !shape.heads_q.is_multiple_of(shape.heads_kv) {
+        return Err(Error::InvalidInput(format!(
+            "heads_q {} must be a multiple of heads_kv {} (and heads_kv > 0)",
+            shape.heads_q, shape.heads_kv
+        )));
+    }
+    let dims = |s: usize, h: usize| [shape.batch, s, h, shape.head_dim];
+    let q_len = fp8::element_count(dims(shape.seq_q, shape.heads_q))?;
+    let kv_len = fp8::element_count(dims(shape.seq_kv, shape.heads_kv))?;
+    for (name, got, want) in [("q", q, q_len), ("k", k, kv_len), ("v", v, kv_len)] {
+        if got != want {
+            return Err(Error::InvalidInput(format!(
+                "{name} has {got} elements, shape {shape:?} needs {want}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Computes attention in f64. `q`, `k`, `v` are BSHD-contiguous (`[batch, seq, heads,
+/// head_dim]`), `scale` multiplies the scores before the softmax. Work is spread over
+/// (batch, query head) with rayon. Errors when `heads_q` is not a multiple of `heads_kv` or
+/// a length does not match the shape; zero-sized dimensions give empty outputs (and, with
+/// `seq_kv == 0`, zero rows with LSE −inf).
+pub fn attention(
+    shape: &AttnShape,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    scale: f64,
+    causal: bool,
+) -> Result<RefOutput> {
+    check_shape(shape, q.len(), k.len(), v.len())?;
+    let AttnShape {
+        batch,
+        seq_q,
+        seq_kv,
+        heads_q,
+        heads_kv,
+        head_dim: d,
+    } = *shape;
+    let group = heads_q / heads_kv;
+
+    // One task per (batch, query head); each returns its [seq_q, d] rows and seq_q LSEs.
+    let per_head: Vec<(Vec<f64>, Vec<f64>)> = (0..batch * heads_q)
+        .into_par_iter()
+        .map(|bh| {
+            let (b, h) = (bh / heads_q, bh % heads_q);
+            let hk = h / group;
+            // Gather this head's K and V rows contiguously: the inner loops then stream.
+            let gather = |t: &[f64]| -> Vec<f64> {
+                (0..seq_kv)
+                    .flat_map(|j| {
+                        let at = ((b * seq_kv + j) * heads_kv + hk) * d;
+                        t[at..at + d].iter().copied()
+                    })
+                    .collect()
+            };
+            let (kh, vh) = (gather(k), gather(v));
+            let mut o = vec![0f64; seq_q * d];
+            let mut lse = vec![f64::NEG_INFINITY; seq_q];
+            let mut s = vec![0f64; seq_kv];
+            for i in 0..seq_q {
+                let qi = &q[((b * seq_q + i) * heads_q + h) * d..][..d];
+                let n = visible_keys(i, seq_q, seq_kv, causal);
+                if n == 0 {
+                    continue; // fully masked: O = 0, LSE = -inf
+                }
+                let s = &mut s[..n];
+                for (j, sj) in s.iter_mut().enumerate() {
+                    let kj = &kh[j * d..][..d];
+                    *sj = scale * qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f64>();
+                }
+                // Row max that keeps NaN: f64::max would drop it and hide a NaN score.
+                let m = s.iter().fold(
+                    f64::NEG_INFINITY,
+                    |m, &x| {
+                        if x.is_nan() || x > m {
+                            x
+                        } else {
+                            m
+                        }
+                    },
+                );
+                let oi = &mut o[i * d..][..d];
+                let mut l = 0f64;
+                for (j, &sj) in s.iter().enumerate() {
+                    let p = (sj - m).exp();
+                    l += p;
+                    // 0 · NaN is NaN, so a NaN in a visible V row reaches the output even
+                    // where its weight underflowed to zero.
+                    for (oc, &vc) in oi.iter_mut().zip(&vh[j * d..][..d]) {
+                        *oc += p * vc;
+                    }
+                }
+                for oc in oi.iter_mut() {
+                    *oc /= l;
+                }
+                lse[i] = m + l.ln();
+            }
+            (o, lse)
+        })
+        .collect();
+
+    let mut o = vec![0f64; shape.q_len()];
+    let mut lse = Vec::with_capacity(shape.lse_len());
+    for (bh, (oh, lh)) in per_head.into_iter().enumerate() {
+        let (b, h) = (bh / heads_q, bh % heads_q);
+        for i in 0..seq_q {
+            let at = ((b * seq_q + i) * heads_q + h) * d;
+            o[at..at + d].copy_from_slice(&oh[i * d..][..d]);
+        }
+        lse.extend_from_slice(&lh); // [b, h, seq_q] order is the task order
+    }
+    Ok(RefOutput { o, lse })
+}
+
+/// Widens f32 values to f64 (exact).
+pub fn widen(values: &[f32]) -> Vec<f64> {
+    values.iter().map(|&x| f64::from(x)).collect()
+}
+
+/// Decodes typed host data into f64: `bytes` holds little-endian elements of `dtype` in BSHD
+/// order `dims = [batch, seq, heads, dim]`; element value = decode(code) · descale (exact in
+/// f64), with decode the identity for f16/bf16/f32, the E4M3 value for E4M3 and `u − 128`
+/// for the simulated FP8 (the kernels' conventions, `abi.cuh`).
+///
+/// The descale of (b, h) is `descales[b * descale_batch_stride + h]`; a stride of 0
+/// broadcasts one descale per head over the batch. Scaled types (E4M3, simulated FP8) need
+/// descales, unscaled ones take none. Errors on a length mismatch, missing or unexpected
+/// descales, too few descales, or a descale that is not a positive finite number.
+pub fn dequantize(
+    dtype: DType,
+    bytes: &[u8],
+    descales: Option<&[f32]>,
+    dims: [usize; 4],
+    descale_batch_stride: usize,
+) -> Result<Vec<f64>> {
+    let n = fp8::element_count(dims)?;
+    let want = n
+        .checked_mul(dtype.size())
+        .ok_or_else(|| Error::InvalidInput(format!("dims {dims:?} overflow")))?;
+    if bytes.len() != want {
+        return Err(Error::InvalidInput(format!(
+            "{dtype} data has {} bytes, dims {dims:?} need {want}",
+            bytes.len()
+        )));
+    }
+    let [batch, seq, heads, dim] = dims;
+    let descales = match (dtype.is_scaled(), descales) {
+        (true, None) => {
+            return Err(Error::InvalidInput(format!("{dtype} data needs descales")));
+        }
+        (false, Some(_)) => {
+            return Err(Error::InvalidInput(format!(
+                "{dtype} data takes no descales (its descale is 1)"
+            )));
+        }
+        (false, None) => None,
+        (true, Some(ds)) => {
+            if batch > 0 && heads > 0 {
+                let need = (batch - 1)
+                    .checked_mul(descale_batch_stride)
+                    .and_then(|x| x.checked_add(heads))
+                    .ok_or_else(|| Error::InvalidInput("descale stride overflows".into()))?;
+                if ds.len() < need {
+                    return Err(Error::InvalidInput(format!(
+                        "{} descales, batch {batch} × heads {heads} with batch stride \
+                         {descale_batch_stride} need {need}",
+                        ds.len()
+                    )));
+                }
+            }
+            if let Some(x) = ds.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
+                return Err(Error::InvalidInput(format!(
+                    "descale {x} is not a positive finite number"
+                )));
+            }
+            Some(ds)
+        }
+    };
+    let raw: Vec<f64> = match dtype {
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f64())
+            .collect(),
+        DType::Bf16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f64())
+            .collect(),
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect(),
+        DType::E4m3 => bytes.iter().map(|&c| f64::from(e4m3::decode(c))).collect(),
+        DType::SimFp8 => bytes.iter().map(|&u| f64::from(u) - 128.0).collect(),
+    };
+    let Some(ds) = descales else {
+        return Ok(raw);
+    };
+    Ok(raw
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| {
+            // i = ((b * seq + s) * heads + h) * dim + c
+            let b = i / (seq * heads * dim).max(1);
+            let h = (i / dim.max(1)) % heads.max(1);
+            x * f64::from(ds[b * descale_batch_stride + h])
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn shape(b: usize, sq: usize, skv: usize, hq: usize, hkv: usize, d: usize) -> AttnShape {
+        AttnShape {
+            batch: b,
+            seq_q: sq,
+            seq_kv: skv,
+            heads_q: hq,
+            heads_kv: hkv,
+            head_dim: d,
+        }
+    }
+
+    /// Textbook attention: explicit exp-and-normalize softmax on unshifted scores, masked
+    /// entries set to −inf (so exp gives 0), indexing written out per element.
+    fn textbook(
+        s: &AttnShape,
+        q: &[f64],
+        k: &[f64],
+        v: &[f64],
+        scale: f64,
+        causal: bool,
+    ) -> RefOutput {
+        let mut o = vec![0.0; s.q_len()];
+        let mut lse = vec![0.0; s.lse_len()];
+        let g = s.heads_q / s.heads_kv;
+        for b in 0..s.batch {
+            for h in 0..s.heads_q {
+                for i in 0..s.seq_q {
+                    let mut w = vec![0.0; s.seq_kv];
+                    for (j, wj) in w.iter_mut().enumerate() {
+                        let allowed =
+                            !causal || (j as i64) <= i as i64 + s.seq_kv as i64 - s.seq_q as i64;
+                        *wj = if allowed {
+                            let mut dot = 0.0;
+                            for c in 0..s.head_dim {
+                                let qi = q[((b * s.seq_q + i) * s.heads_q + h) * s.head_dim + c];
+                                let kj =
+                                    k[((b * s.seq_kv + j) * s.heads_kv + h / g) * s.head_dim + c];
+                                dot += qi * kj;
+                            }
+                            (scale * dot).exp()
+                        } else {
+                            0.0
+                        };
+                    }
+                    let total: f64 = w.iter().sum();
+                    lse[(b * s.heads_q + h) * s.seq_q + i] = total.ln();
+                    for c in 0..s.head_dim {
+                        let mut acc = 0.0;
+                        for (j, wj) in w.iter().enumerate() {
+                            acc +=
+                                wj * v[((b * s.seq_kv + j) * s.heads_kv + h / g) * s.head_dim + c];
+                        }
+                        o[((b * s.seq_q + i) * s.heads_q + h) * s.head_dim + c] =
+                            if total > 0.0 { acc / total } else { 0.0 };
+                    }
+                }
+            }
+        }
+        RefOutput { o, lse }
+    }
+
+    fn random(seed: u64, n: usize) -> Vec<f64> {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        (0..n).map(|_| rng.random_range(-1.5..1.5)).collect()
+    }
+
+    fn close(a: &[f64], b: &[f64], tol: f64) -> bool {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| (x == y) || (x - y).abs() <= tol * (1.0 + y.abs()))
+    }
+
+    #[test]
+    fn matches_textbook_formula() {
+        let cases = [
+            (shape(1, 5, 5, 1, 1, 4), false),
+            (shape(2, 7, 9, 4, 4, 8), false),  // MHA
+            (shape(2, 6, 6, 4, 2, 8), true),   // GQA, square causal
+            (shape(1, 3, 11, 6, 1, 4), true),  // MQA, seq_q < seq_kv
+            (shape(2, 9, 4, 2, 1, 8), true),   // seq_q > seq_kv: first rows fully masked
+            (shape(1, 1, 13, 8, 2, 16), true), // decode-like
+        ];
+        for (n, (s, causal)) in cases.into_iter().enumerate() {
+            let seed = 100 * n as u64;
+            let q = random(seed, s.q_len());
+            let k = random(seed + 1, s.kv_len());
+            let v = random(seed + 2, s.kv_len());
+            let scale = 1.0 / (s.head_dim as f64).sqrt();
+            let got = attention(&s, &q, &k, &v, scale, causal).unwrap();
+            let want = textbook(&s, &q, &k, &v, scale, causal);
+            assert!(close(&got.o, &want.o, 1e-12), "case {n} O");
+            assert!(close(&got.lse, &want.lse, 1e-12), "case {n} LSE");
+        }
+    }
+
+    #[test]
+    fn hand_worked_one_query_two_keys() {
+        // q = [1, 0], k0 = [1, 0], k1 = [0, 1], v0 = [1, 2], v1 = [3, 4], scale 1.
+        // Scores: q·k0 = 1, q·k1 = 0. Softmax: p0 = e/(e+1) = 0.7310585786300049,
+        // p1 = 1/(e+1) = 0.2689414213699951.
+        // O = p0·[1, 2] + p1·[3, 4] = [1 + 2·p1, 2 + 2·p1] = [1.53788284273999, 2.53788284273999].
+        // LSE = ln(e + 1) = 1.3132616875182228.
+        let s = shape(1, 1, 2, 1, 1, 2);
+        let r = attention(
+            &s,
+            &[1.0, 0.0],
+            &[1.0, 0.0, 0.0, 1.0],
+            &[1.0, 2.0, 3.0, 4.0],
+            1.0,
+            false,
+        )
+        .unwrap();
+        assert!((r.o[0] - 1.5378828427399902).abs() < 1e-15);
+        assert!((r.o[1] - 2.537_882_842_739_99).abs() < 1e-15);
+        assert!((r.lse[0] - 1.3132616875182228).abs() < 1e-15);
+    }
+
+    #[test]
+    fn hand_worked_causal_bottom_right() {
+        // seq_q 2, seq_kv 3, d 1, scale 0.5: query 0 sees keys 0..=1, query 1 sees 0..=2.
+        // q = [2, 0], k = [1, 1, 5], v = [10, 20, 30].
+        // Row 0: scores 0.5·2·[1, 1] = [1, 1] -> equal weights -> O = (10 + 20)/2 = 15,
+        //        LSE = ln(2e) = 1 + ln 2 = 1.6931471805599454.
+        // Row 1: q = 0 -> scores [0, 0, 0] -> O = (10 + 20 + 30)/3 = 20, LSE = ln 3.
+        // (Top-left alignment would have given row 0 only key 0, O = 10.)
+        let s = shape(1, 2, 3, 1, 1, 1);
+        let r = attention(
+            &s,
+            &[2.0, 0.0],
+            &[1.0, 1.0, 5.0],
+            &[10.0, 20.0, 30.0],
+            0.5,
+            true,
+        )
+        .unwrap();
+        assert!((r.o[0] - 15.0).abs() < 1e-13);
+        assert!((r.o[1] - 20.0).abs() < 1e-13);
+        assert!((r.lse[0] - 1.6931471805599454).abs() < 1e-15);
+        assert!((r.lse[1] - 3f64.ln()).abs() < 1e-15);
+    }
+
+    #[test]
+    fn fully_masked_rows_are_zero_with_lse_neg_inf() {
+        // seq_q 4 > seq_kv 2: rows 0 and 1 see no key (i + 2 - 4 < 0).
+        let s = shape(1, 4, 2, 2, 1, 3);
+        let q = random(1, s.q_len());
+        let k = random(2, s.kv_len());
+        let v = random(3, s.kv_len());
+        let r = attention(&s, &q, &k, &v, 0.7, true).unwrap();
+        for h in 0..2 {
+            for i in 0..4 {
+                let row = &r.o[(i * 2 + h) * 3..][..3];
+                let l = r.lse[h * 4 + i];
+                if i < 2 {
+                    assert!(row.iter().all(|&x| x == 0.0));
+                    assert_eq!(l, f64::NEG_INFINITY);
+                } else {
+                    assert!(row.iter().all(|x| x.is_finite()) && l.is_finite());
+                }
+            }
+        }
+        // seq_kv 0: every row masked, causal or not
+        let s = shape(1, 2, 0, 1, 1, 2);
+        let r = attention(&s, &[1.0; 4], &[], &[], 1.0, false).unwrap();
+        assert_eq!(r.o, vec![0.0; 4]);
+        assert_eq!(r.lse, vec![f64::NEG_INFINITY; 2]);
+    }
+
+    #[test]
+    fn nan_propagates_to_the_rows_that_read_it() {
+        let s = shape(1, 3, 3, 1, 1, 2);
+        let mut q = random(4, s.q_len());
+        let k = random(5, s.kv_len());
+        let mut v = random(6, s.kv_len());
+        q[2] = f64::NAN; // query row 1
+        let r = attention(&s, &q, &k, &v, 1.0, false).unwrap();
+        assert!(r.o[2..4].iter().all(|x| x.is_nan()) && r.lse[1].is_nan());
+        assert!(r.o[..2].iter().chain(&r.o[4..]).all(|x| x.is_finite()));
+        // NaN in key row 2's value: causal rows 0 and 1 do not see key 2, row 2 does.
+        q[2] = 0.0;
+        v[4] = f64::NAN;
+        let r = attention(&s, &q, &k, &v, 1.0, true).unwrap();
+        assert!(r.o[..4].iter().all(|x| x.is_finite()));
+        assert!(r.o[4].is_nan());
+        // even when its weight is exp(-huge) = 0
+        let mut k2 = k.clone();
+        k2[4] = -1e300;
+        k2[5] = 0.0;
+        let mut q2 = q.clone();
+        q2[4] = 1e10;
+        q2[5] = 0.0;
+        let r = attention(&s, &q2, &k2, &v, 1.0, true).unwrap();
+        assert!(r.o[4].is_nan());
+    }
+
+    #[test]
+    fn large_scores_stay_finite() {
+        // Scores around 1e4 overflow a naive exp; the shifted softmax does not.
+        let s = shape(1, 1, 3, 1, 1, 1);
+        let r = attention(
+            &s,
+            &[100.0],
+            &[100.0, 99.0, -100.0],
+            &[1.0, 2.0, 3.0],
+            1.0,
+            false,
+        )
+        .unwrap();
+        // weights ∝ [1, e^-100, 0]
+        assert!((r.o[0] - 1.0).abs() < 1e-12);
+        assert!((r.lse[0] - 1e4).abs() < 1e-9);
+    }
+
+    #[test]
+    fn rejects_bad_shapes() {
+        let s = shape(1, 2, 2, 3, 2, 2);
+        assert!(attention(&s, &[0.0; 12], &[0.0; 8], &[0.0; 8], 1.0, false).is_err());
+        let s = shape(1, 2, 2, 2, 1, 2);
+        assert!(attention(&s, &[0.0; 8], &[0.0; 4], &[0.0; 3], 1.0, false).is_err());
+        let s = shape(1, 2, 2, 2, 0, 2);
+        assert!(attention(&s, &[0.0; 8], &[], &[], 1.0, false).is_err());
+    }
+
+    #[test]
+    fn visible_keys_bottom_right() {
+        assert_eq!(visible_keys(0, 4, 4, true), 1);
+        assert_eq!(visible_keys(3, 4, 4, true), 4);
+        assert_eq!(visible_keys(0, 2, 5, true), 4);
+        assert_eq!(visible_keys(0, 5, 2, true), 0);
+        assert_eq!(visible_keys(4, 5, 2, true), 2);
+        assert_eq!(visible_keys(0, 5, 2, false), 2);
+    }
+
+    #[test]
+    fn dequantize_types() {
+        let dims = [2, 1, 2, 2];
+        // f16 and bf16: exact values, little-endian
+        let vals = [1.0f32, -2.5, 0.5, 3.0, 0.0, -0.25, 8.0, 1.5];
+        let f16: Vec<u8> = vals
+            .iter()
+            .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
+            .collect();
+        let bf16: Vec<u8> = vals
+            .iter()
+            .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
+            .collect();
+        let want: Vec<f64> = vals.iter().map(|&x| f64::from(x)).collect();
+        assert_eq!(dequantize(DType::F16, &f16, None, dims, 0).unwrap(), want);
+        assert_eq!(dequantize(DType::Bf16, &bf16, None, dims, 0).unwrap(), want);
+        let f32b: Vec<u8> = vals.iter().flat_map(|x| x.to_le_bytes()).collect();
+        assert_eq!(dequantize(DType::F32, &f32b, None, dims, 0).unwrap(), want);
+
+        // E4M3, per (batch, head) descales: element (b, h) scaled by descales[b*2 + h]
+        let codes = [0x38u8, 0x38, 0x38, 0x38, 0x38, 0xB8, 0x38, 0x7F]; // 1.0, -1.0 at 5, NaN at 7
+        let ds = [1.0f32, 2.0, 4.0, 8.0];
+        let got = dequantize(DType::E4m3, &codes, Some(&ds), dims, 2).unwrap();
+        assert_eq!(&got[..7], &[1.0, 1.0, 2.0, 2.0, 4.0, -4.0, 8.0]);
+        assert!(got[7].is_nan());
+        // stride 0 broadcasts per head over the batch
+        let got = dequantize(DType::E4m3, &codes, Some(&ds[..2]), dims, 0).unwrap();
+        assert_eq!(&got[..7], &[1.0, 1.0, 2.0, 2.0, 1.0, -1.0, 2.0]);
+
+        // simulated FP8: (u - 128) · descale
+        let codes = [128u8, 129, 127, 255, 1, 130, 128, 200];
+        let got = dequantize(DType::SimFp8, &codes, Some(&[0.5, 0.25]), dims, 0).unwrap();
+        assert_eq!(got, vec![0.0, 0.5, -0.25, 31.75, -63.5, 1.0, 0.0, 18.0]);
+    }
+
+    #[test]
+    fn dequantize_rejects_bad_input() {
+        let dims = [2, 1, 2, 2];
+        let c = [0u8; 8];
+        assert!(dequantize(DType::E4m3, &c, None, dims, 2).is_err());
+        assert!(dequantize(DType::E4m3, &c[..7], Some(&[1.0; 4]), dims, 2).is_err());
+        assert!(dequantize(DType::E4m3, &c, Some(&[1.0; 3]), dims, 2).is_err());
+        assert!(dequantize(DType::E4m3, &c, Some(&[1.0, 0.0, 1.0, 1.0]), dims, 2).is_err());
+        assert!(dequantize(DType::SimFp8, &c, Some(&[1.0, f32::NAN]), dims, 0).is_err());
+        assert!(dequantize(DType::F16, &[0u8; 16], Some(&[1.0; 4]), dims, 2).is_err());
+        assert!(dequantize(DType::F16, &[0u8; 15], None, dims, 0).is_err());
+    }
+}
