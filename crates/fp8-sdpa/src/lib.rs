@@ -14,12 +14,15 @@
 //! - [`runtime`]: device, module loading, the attention call.
 
 pub mod arch;
+pub mod cases;
+pub mod codec_check;
 pub mod compile;
 pub mod dispatch;
 pub mod dtype;
 pub mod error;
 pub mod fp8;
 pub mod gates;
+pub mod harness;
 pub mod inputs;
 pub mod kernels;
 pub mod libs;

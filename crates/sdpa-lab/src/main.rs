@@ -1,6 +1,7 @@
 //! `sdpa-lab`: the fp8-sdpa lab. Checks kernels offline, verifies them on the GPU,
 //! benchmarks them against PyTorch's SDPA backends and writes reports.
 
+mod attn_io;
 mod cmd;
 mod manifest;
 
@@ -26,6 +27,14 @@ enum Command {
     Check(cmd::check::Args),
     /// The environment manifest: GPU, driver, NVRTC, PyTorch, git commit, host.
     Env(cmd::env::Args),
+    /// Correctness gates on the GPU: every registered spec over ragged shapes, GQA, causal,
+    /// both layouts and several seeds against the float64 reference (output poisoned before
+    /// each run, every element checked, inputs checked unchanged), plus the exhaustive FP8
+    /// codec checks. Exits non-zero on any failure.
+    Verify(cmd::verify::Args),
+    /// One forward pass on tensors from a safetensors file (q, k, v, and q_descale,
+    /// k_descale, v_descale for FP8 inputs), writing o (and lse) to a safetensors file.
+    Attn(cmd::attn::Args),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +42,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(a) => cmd::check::run(a),
         Command::Env(a) => cmd::env::run(a),
+        Command::Verify(a) => cmd::verify::run(a),
+        Command::Attn(a) => cmd::attn::run(a),
     };
     match result {
         Ok(code) => code,

@@ -47,8 +47,8 @@ extern "C" __global__ void e4m3_decode_hw(const u8* in, u16* out, int n) {
 
 // ---- quantizer ---------------------------------------------------------------------------
 // Pass 1: amax per (batch, head) over seq x dim. |x| of a finite float orders like its bits,
-// so an integer atomicMax on the bits is a float max. NaN is skipped (it becomes a NaN code in
-// pass 2 without poisoning the scale of its head); inf saturates the scale to FLT_MAX / 448.
+// so an integer atomicMax on the bits is a float max. Only finite values count: NaN becomes a
+// NaN code and inf saturates to ±448 in pass 2, neither poisoning its head's scale.
 extern "C" __global__ void amax_bshd(const QUANT_IN_T* x, u32* amax_bits, int batch, int seq, int heads, int dim,
                                      i64 stride_b, i64 stride_s, i64 stride_h) {
     const int bh = blockIdx.y, b = bh / heads, h = bh % heads;
@@ -57,20 +57,21 @@ extern "C" __global__ void amax_bshd(const QUANT_IN_T* x, u32* amax_bits, int ba
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         const i64 s = i / dim, d = i % dim;
         const float a = fabsf(to_float(x[b * stride_b + s * stride_s + h * stride_h + d]));
-        if (a == a) m = fmaxf(m, fminf(a, 3.4028234e38f));
+        if (a <= 3.4028234e38f) m = fmaxf(m, a);  // false for NaN and inf
     }
     m = warp_max(m);
     if ((threadIdx.x & 31) == 0) atomicMax(&amax_bits[bh], __float_as_uint(m));
 }
 
-// Pass 2: descale = amax / 448 (1 where amax is 0), code = encode(x / descale), codes written
+// Pass 2: descale = amax / 448 (1 where that is 0, i.e. amax 0 or tiny), code = encode(x / descale), codes written
 // contiguous BSHD. Division and encode are round-to-nearest-even, matching the Rust codec.
 extern "C" __global__ void quantize_e4m3_bshd(const QUANT_IN_T* x, const u32* amax_bits, u8* codes, float* descales,
                                               int batch, int seq, int heads, int dim,
                                               i64 stride_b, i64 stride_s, i64 stride_h) {
     const int bh = blockIdx.y, b = bh / heads, h = bh % heads;
     const float amax = __uint_as_float(amax_bits[bh]);
-    const float ds = amax > 0.f ? amax / 448.0f : 1.0f;
+    float ds = amax / 448.0f;
+    if (!(ds > 0.f)) ds = 1.0f;
     if (blockIdx.x == 0 && threadIdx.x == 0) descales[bh] = ds;
     const i64 n = (i64)seq * dim;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {

@@ -1,4 +1,6 @@
 //! One module per subcommand.
 
+pub mod attn;
 pub mod check;
 pub mod env;
+pub mod verify;

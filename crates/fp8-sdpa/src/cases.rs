@@ -1,0 +1,183 @@
+//! Verification cases built on the host: deterministic inputs for a shape and precision,
+//! encoded as the kernels take them (16-bit values, or FP8 codes with descales), plus the
+//! float64 references they are judged against.
+
+use crate::dtype::Precision;
+use crate::error::Result;
+use crate::inputs::{self, encode, Distribution, Encoded};
+use crate::problem::{AttnShape, Layout};
+use crate::reference::{self, RefOutput};
+use serde::{Deserialize, Serialize};
+
+/// What a case is: shape, precision, mask, layout, inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CaseSpec {
+    /// Sizes.
+    pub shape: AttnShape,
+    /// Types.
+    pub precision: Precision,
+    /// Causal mask (bottom-right).
+    pub causal: bool,
+    /// Memory order of Q, K, V and O on the device.
+    pub layout: Layout,
+    /// Input distribution.
+    pub dist: Distribution,
+    /// Generator seed.
+    pub seed: u64,
+}
+
+/// A built case.
+#[derive(Debug, Clone)]
+pub struct HostCase {
+    /// The spec.
+    pub spec: CaseSpec,
+    /// The unquantized inputs (f32, BSHD): what the caller meant before any encoding.
+    pub raw: [Vec<f32>; 3],
+    /// Q, K, V as the kernel takes them.
+    pub enc: [Encoded; 3],
+}
+
+impl HostCase {
+    /// Generates and encodes the inputs of `spec` (Q, K and V from seeds derived from
+    /// `spec.seed`, so each tensor differs).
+    pub fn build(spec: CaseSpec) -> Result<HostCase> {
+        let s = &spec.shape;
+        let qd = [s.batch, s.seq_q, s.heads_q, s.head_dim];
+        let kd = [s.batch, s.seq_kv, s.heads_kv, s.head_dim];
+        let gen = |i: u64, n: usize| {
+            inputs::generate(
+                spec.seed.wrapping_mul(3).wrapping_add(i),
+                n,
+                s.head_dim,
+                spec.dist,
+            )
+        };
+        let raw = [gen(0, s.q_len()), gen(1, s.kv_len()), gen(2, s.kv_len())];
+        let p = spec.precision;
+        let enc = [
+            encode(p.q(), &raw[0], qd)?,
+            encode(p.kv(), &raw[1], kd)?,
+            encode(p.kv(), &raw[2], kd)?,
+        ];
+        Ok(HostCase { spec, raw, enc })
+    }
+
+    fn dims(&self, i: usize) -> [usize; 4] {
+        let s = &self.spec.shape;
+        if i == 0 {
+            [s.batch, s.seq_q, s.heads_q, s.head_dim]
+        } else {
+            [s.batch, s.seq_kv, s.heads_kv, s.head_dim]
+        }
+    }
+
+    /// The reference on exactly what the kernel sees (decoded inputs): the ground truth for
+    /// "the kernel adds no error".
+    pub fn reference_dequantized(&self, scale: f64) -> Result<RefOutput> {
+        let deq = |i: usize| {
+            let e = &self.enc[i];
+            let heads = self.dims(i)[2];
+            reference::dequantize(
+                e.dtype,
+                &e.bytes,
+                e.descales.as_deref(),
+                self.dims(i),
+                heads,
+            )
+        };
+        reference::attention(
+            &self.spec.shape,
+            &deq(0)?,
+            &deq(1)?,
+            &deq(2)?,
+            scale,
+            self.spec.causal,
+        )
+    }
+
+    /// The reference on the unquantized inputs: what the user meant (the seeds' gate).
+    pub fn reference_raw(&self, scale: f64) -> Result<RefOutput> {
+        let w = |i: usize| reference::widen(&self.raw[i]);
+        reference::attention(
+            &self.spec.shape,
+            &w(0),
+            &w(1),
+            &w(2),
+            scale,
+            self.spec.causal,
+        )
+    }
+}
+
+/// Reorders a BSHD-contiguous tensor of `elem`-byte elements into `layout` (contiguous).
+pub fn to_layout(bytes: &[u8], elem: usize, dims: [usize; 4], layout: Layout) -> Vec<u8> {
+    permute(bytes, elem, dims, layout, true)
+}
+
+/// Reorders a `layout`-contiguous tensor back into BSHD.
+pub fn from_layout(bytes: &[u8], elem: usize, dims: [usize; 4], layout: Layout) -> Vec<u8> {
+    permute(bytes, elem, dims, layout, false)
+}
+
+fn permute(bytes: &[u8], elem: usize, dims: [usize; 4], layout: Layout, to: bool) -> Vec<u8> {
+    if layout == Layout::Bshd {
+        return bytes.to_vec();
+    }
+    let [b, s, h, d] = dims;
+    let mut out = vec![0u8; bytes.len()];
+    let bshd = Layout::Bshd.strides(s, h, d);
+    let other = layout.strides(s, h, d);
+    for bi in 0..b {
+        for si in 0..s {
+            for hi in 0..h {
+                let a = (bi * bshd[0] + si * bshd[1] + hi * bshd[2]) * elem;
+                let o = (bi * other[0] + si * other[1] + hi * other[2]) * elem;
+                let n = d * elem;
+                if to {
+                    out[o..o + n].copy_from_slice(&bytes[a..a + n]);
+                } else {
+                    out[a..a + n].copy_from_slice(&bytes[o..o + n]);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The shapes `verify` runs: ragged lengths (1, 17, 333, 1000, 4097), GQA ratios 1, 4, 8,
+/// causal with Sq < Skv and Sq > Skv. Each is (batch, seq_q, seq_kv, heads_q, heads_kv).
+pub fn verify_shapes(quick: bool) -> Vec<(usize, usize, usize, usize, usize)> {
+    let mut v = vec![
+        (1, 1, 1, 1, 1),
+        (2, 17, 17, 4, 4),
+        (1, 17, 1000, 8, 2),
+        (2, 128, 128, 8, 1),
+        (1, 300, 100, 2, 2),
+    ];
+    if !quick {
+        v.extend([
+            (1, 1000, 1000, 2, 2),
+            (1, 64, 4097, 4, 1),
+            (1, 333, 333, 2, 2),
+        ]);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_permutation_round_trips() {
+        let dims = [2, 3, 4, 8];
+        let bytes: Vec<u8> = (0..2 * 3 * 4 * 8 * 2).map(|i| i as u8).collect();
+        let t = to_layout(&bytes, 2, dims, Layout::Bhsd);
+        assert_ne!(t, bytes);
+        assert_eq!(from_layout(&t, 2, dims, Layout::Bhsd), bytes);
+        // element (b=1, s=2, h=3, d=0) sits at BHSD offset ((1*4+3)*3+2)*8
+        let bshd_off = ((3 + 2) * 4 + 3) * 8 * 2;
+        let bhsd_off = ((4 + 3) * 3 + 2) * 8 * 2;
+        assert_eq!(t[bhsd_off], bytes[bshd_off]);
+    }
+}

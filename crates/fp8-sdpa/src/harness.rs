@@ -1,0 +1,242 @@
+//! Running a [`HostCase`] on the GPU the way verification demands: inputs uploaded in the
+//! case's layout, output and LSE poisoned with NaN before every run, everything read back,
+//! inputs checked unchanged.
+
+use crate::cases::{from_layout, to_layout, HostCase};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::problem::AttnParams;
+use crate::runtime::{
+    Attention, CallOptions, Descale, Device, Launched, TensorMut, TensorRef, VecMut, VecRef,
+};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use std::sync::Arc;
+
+/// A case's buffers on the device.
+pub struct DeviceCase {
+    inputs: [CudaSlice<u8>; 3],
+    host_inputs: [Vec<u8>; 3],
+    descales: [Option<CudaSlice<f32>>; 3],
+    o: CudaSlice<u8>,
+    lse: CudaSlice<f32>,
+}
+
+/// What one run produced, in BSHD order.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    /// O as f32.
+    pub o: Vec<f32>,
+    /// LSE `[batch, heads_q, seq_q]`.
+    pub lse: Vec<f32>,
+    /// What was launched.
+    pub launched: Launched,
+}
+
+fn drv(ctx: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
+    Error::driver(ctx)
+}
+
+impl DeviceCase {
+    /// Uploads `case`'s inputs (in its layout) and allocates O and LSE.
+    pub fn upload(stream: &Arc<CudaStream>, case: &HostCase) -> Result<DeviceCase> {
+        let s = &case.spec.shape;
+        let dims = [
+            [s.batch, s.seq_q, s.heads_q, s.head_dim],
+            [s.batch, s.seq_kv, s.heads_kv, s.head_dim],
+            [s.batch, s.seq_kv, s.heads_kv, s.head_dim],
+        ];
+        let host_inputs: [Vec<u8>; 3] = std::array::from_fn(|i| {
+            to_layout(
+                &case.enc[i].bytes,
+                case.enc[i].dtype.size(),
+                dims[i],
+                case.spec.layout,
+            )
+        });
+        let mut inputs = Vec::new();
+        for h in &host_inputs {
+            inputs.push(stream.clone_htod(h).map_err(drv("uploading inputs"))?);
+        }
+        let mut descales = Vec::new();
+        for e in &case.enc {
+            descales.push(match &e.descales {
+                Some(d) => Some(stream.clone_htod(d).map_err(drv("uploading descales"))?),
+                None => None,
+            });
+        }
+        let out_bytes = s.q_len() * case.spec.precision.out().size();
+        let o = stream
+            .alloc_zeros::<u8>(out_bytes)
+            .map_err(drv("allocating O"))?;
+        let lse = stream
+            .alloc_zeros::<f32>(s.lse_len())
+            .map_err(drv("allocating LSE"))?;
+        let inputs: [CudaSlice<u8>; 3] = inputs
+            .try_into()
+            .map_err(|_| Error::InvalidInput("three inputs".into()))?;
+        let descales: [Option<CudaSlice<f32>>; 3] = descales
+            .try_into()
+            .map_err(|_| Error::InvalidInput("three descales".into()))?;
+        Ok(DeviceCase {
+            inputs,
+            host_inputs,
+            descales,
+            o,
+            lse,
+        })
+    }
+
+    /// Poisons O and LSE with NaN (all-ones bytes), runs the attention call, reads back.
+    pub fn run(
+        &mut self,
+        dev: &Device,
+        stream: &Arc<CudaStream>,
+        case: &HostCase,
+        params: AttnParams,
+        opts: CallOptions,
+    ) -> Result<RunOutput> {
+        let s = case.spec.shape;
+        let layout = case.spec.layout;
+        let out_t = case.spec.precision.out();
+        {
+            let n = self.o.len();
+            let (p, _g) = self.o.device_ptr_mut(stream);
+            // SAFETY: p is a live allocation of n bytes.
+            unsafe { cudarc::driver::result::memset_d8_async(p, 0xff, n, stream.cu_stream()) }
+                .map_err(drv("poisoning O"))?;
+            let n = self.lse.len() * 4;
+            let (p, _g) = self.lse.device_ptr_mut(stream);
+            // SAFETY: p is a live allocation of n bytes.
+            unsafe { cudarc::driver::result::memset_d8_async(p, 0xff, n, stream.cu_stream()) }
+                .map_err(drv("poisoning LSE"))?;
+        }
+        let qd = [s.batch, s.seq_q, s.heads_q, s.head_dim];
+        let kd = [s.batch, s.seq_kv, s.heads_kv, s.head_dim];
+        let launched = {
+            let [q, k, v] = &self.inputs;
+            let st: &CudaStream = stream;
+            let descale = |i: usize, heads: usize| -> Option<Descale<'_>> {
+                self.descales[i].as_ref().map(|d| Descale {
+                    values: VecRef::new(d, st),
+                    batch_stride: heads,
+                })
+            };
+            let a = Attention {
+                q: TensorRef::contiguous(q, st, case.enc[0].dtype, qd, layout)?,
+                k: TensorRef::contiguous(k, st, case.enc[1].dtype, kd, layout)?,
+                v: TensorRef::contiguous(v, st, case.enc[2].dtype, kd, layout)?,
+                o: TensorMut::contiguous(&mut self.o, st, out_t, qd, layout)?,
+                lse: Some(VecMut::new(&mut self.lse, st)),
+                q_descale: descale(0, s.heads_q),
+                k_descale: descale(1, s.heads_kv),
+                v_descale: descale(2, s.heads_kv),
+                params,
+            };
+            dev.attention(stream, &a, opts)?
+        };
+        stream.synchronize().map_err(drv("running the kernel"))?;
+        let o_bytes = stream.clone_dtoh(&self.o).map_err(drv("reading O"))?;
+        let lse = stream.clone_dtoh(&self.lse).map_err(drv("reading LSE"))?;
+        let o_bshd = from_layout(&o_bytes, out_t.size(), qd, layout);
+        Ok(RunOutput {
+            o: decode_out(out_t, &o_bshd),
+            lse,
+            launched,
+        })
+    }
+
+    /// Whether the inputs on the device still equal what was uploaded.
+    pub fn inputs_unchanged(&self, stream: &Arc<CudaStream>) -> Result<bool> {
+        for (d, h) in self.inputs.iter().zip(&self.host_inputs) {
+            if &stream.clone_dtoh(d).map_err(drv("reading inputs back"))? != h {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Decodes 16-bit output bytes to f32.
+pub fn decode_out(dtype: DType, bytes: &[u8]) -> Vec<f32> {
+    let words = bytes
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]));
+    match dtype {
+        DType::F16 => words.map(|w| half::f16::from_bits(w).to_f32()).collect(),
+        DType::Bf16 => words.map(|w| half::bf16::from_bits(w).to_f32()).collect(),
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The judgement of one run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Verdict {
+    /// O against the reference on the dequantized inputs.
+    pub vs_dequantized: crate::metrics::ErrorStats,
+    /// O against the reference on the unquantized inputs (FP8 paths, unit-variance data).
+    pub vs_raw: Option<crate::metrics::ErrorStats>,
+    /// LSE against the reference LSE.
+    pub lse: crate::metrics::ErrorStats,
+    /// Inputs unchanged after the run.
+    pub inputs_unchanged: bool,
+    /// Every failed gate, empty when the run passes.
+    pub failures: Vec<String>,
+}
+
+/// LSE tolerances: fp32 row statistics on exactly represented scores leave ~1e-6 relative
+/// error; these bounds are loose enough for that and tight enough for a dropped key.
+pub const LSE_ATOL: f64 = 2e-3;
+/// See [`LSE_ATOL`].
+pub const LSE_RTOL: f64 = 2e-4;
+
+/// Judges a run against the references.
+pub fn judge(
+    precision: crate::dtype::Precision,
+    out: &RunOutput,
+    ref_deq: &crate::reference::RefOutput,
+    ref_raw: Option<&crate::reference::RefOutput>,
+    inputs_unchanged: bool,
+) -> Result<Verdict> {
+    use crate::metrics::{compare, Thresholds};
+    let mut failures = Vec::new();
+    let t = Thresholds::for_precision(precision);
+    let vs_dequantized = t.compare(&out.o, &ref_deq.o)?;
+    if let Err(e) = t.check(&vs_dequantized) {
+        failures.push(format!("vs dequantized reference: {e}"));
+    }
+    let vs_raw = match ref_raw {
+        Some(r) => {
+            let g = Thresholds::seeds_gate(precision);
+            let s = g.compare(&out.o, &r.o)?;
+            if let Err(e) = g.check(&s) {
+                failures.push(format!("seeds' gate vs unquantized inputs: {e}"));
+            }
+            Some(s)
+        }
+        None => None,
+    };
+    let lse = compare(&out.lse, &ref_deq.lse, LSE_ATOL, LSE_RTOL)?;
+    if lse.bad > 0 {
+        failures.push(format!(
+            "LSE: {} bad of {} (max abs {:.3e}, {} non-finite mismatches)",
+            lse.bad,
+            lse.n,
+            lse.max_abs,
+            lse.nan_count + lse.special_mismatch
+        ));
+    }
+    if !inputs_unchanged {
+        failures.push("inputs were modified".into());
+    }
+    Ok(Verdict {
+        vs_dequantized,
+        vs_raw,
+        lse,
+        inputs_unchanged,
+        failures,
+    })
+}

@@ -1,0 +1,211 @@
+//! GPU tests: run on the device machine with `--include-ignored` (CI has no GPU, so they are
+//! ignored there, never skipped silently: without a GPU they fail).
+
+use fp8_sdpa::cases::{CaseSpec, HostCase};
+use fp8_sdpa::harness::{judge, DeviceCase};
+use fp8_sdpa::inputs::Distribution;
+use fp8_sdpa::runtime::{Attention, CallOptions, Device, KernelChoice, TensorMut, TensorRef};
+use fp8_sdpa::{codec_check, AttnParams, AttnShape, DType, Error, Layout, Precision, Variant};
+use std::sync::Arc;
+
+fn device() -> Device {
+    Device::open(0).expect("these tests need a GPU (run them on the device machine)")
+}
+
+fn case(
+    precision: Precision,
+    shape: (usize, usize, usize, usize, usize, usize),
+    causal: bool,
+    layout: Layout,
+    seed: u64,
+) -> HostCase {
+    let (batch, seq_q, seq_kv, heads_q, heads_kv, head_dim) = shape;
+    HostCase::build(CaseSpec {
+        shape: AttnShape {
+            batch,
+            seq_q,
+            seq_kv,
+            heads_q,
+            heads_kv,
+            head_dim,
+        },
+        precision,
+        causal,
+        layout,
+        dist: Distribution::Normal,
+        seed,
+    })
+    .unwrap()
+}
+
+fn check(
+    dev: &Device,
+    stream: &Arc<cudarc::driver::CudaStream>,
+    host: &HostCase,
+    variant: Variant,
+) {
+    let params = AttnParams::default_for(host.spec.shape.head_dim, host.spec.causal);
+    let r = host.reference_dequantized(params.scale as f64).unwrap();
+    let mut d = DeviceCase::upload(stream, host).unwrap();
+    let opts = CallOptions {
+        kernel: KernelChoice::Variant(variant),
+        check_descales: true,
+    };
+    let out = d.run(dev, stream, host, params, opts).unwrap();
+    let v = judge(
+        host.spec.precision,
+        &out,
+        &r,
+        None,
+        d.inputs_unchanged(stream).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        v.failures.is_empty(),
+        "{} {:?}: {:?}",
+        variant.key(),
+        host.spec,
+        v.failures
+    );
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn reference_kernel_matches_the_cpu_reference() {
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    for (i, p) in Precision::ALL.into_iter().enumerate() {
+        for d in [64, 128, 256] {
+            let layout = if i % 2 == 0 {
+                Layout::Bshd
+            } else {
+                Layout::Bhsd
+            };
+            check(
+                &dev,
+                &stream,
+                &case(p, (2, 37, 61, 4, 2, d), true, layout, i as u64),
+                Variant::reference(),
+            );
+            check(
+                &dev,
+                &stream,
+                &case(p, (1, 50, 20, 2, 1, d), true, layout, 9),
+                Variant::reference(),
+            );
+            check(
+                &dev,
+                &stream,
+                &case(p, (1, 33, 33, 8, 8, d), false, layout, 3),
+                Variant::reference(),
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn fp8_codec_is_bit_exact_with_the_gpu() {
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    let mut checks = codec_check::run_all(&dev, &stream).unwrap();
+    checks.extend(codec_check::quantize_check(&dev, &stream, [2, 77, 3, 128], 7).unwrap());
+    assert!(checks.len() >= 2);
+    for c in &checks {
+        assert!(
+            c.passed(),
+            "{}: {} of {} differ: {:?}",
+            c.name,
+            c.mismatches,
+            c.cases,
+            c.examples
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn bad_inputs_are_typed_errors_before_any_launch() {
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    let q = stream.alloc_zeros::<u16>(2 * 8 * 4 * 64).unwrap();
+    let k = stream.alloc_zeros::<u16>(2 * 8 * 3 * 64).unwrap();
+    let mut o = stream.alloc_zeros::<u16>(2 * 8 * 4 * 64).unwrap();
+    let st: &cudarc::driver::CudaStream = &stream;
+    let a = Attention {
+        q: TensorRef::contiguous(&q, st, DType::F16, [2, 8, 4, 64], Layout::Bshd).unwrap(),
+        k: TensorRef::contiguous(&k, st, DType::F16, [2, 8, 3, 64], Layout::Bshd).unwrap(),
+        v: TensorRef::contiguous(&k, st, DType::F16, [2, 8, 3, 64], Layout::Bshd).unwrap(),
+        o: TensorMut::contiguous(&mut o, st, DType::F16, [2, 8, 4, 64], Layout::Bshd).unwrap(),
+        lse: None,
+        q_descale: None,
+        k_descale: None,
+        v_descale: None,
+        params: AttnParams::default_for(64, false),
+    };
+    match dev.attention(&stream, &a, CallOptions::default()) {
+        Err(Error::InvalidInput(m)) => assert!(m.contains("multiple of heads_kv"), "{m}"),
+        other => panic!("expected InvalidInput, got {other:?}"),
+    }
+    // A u16 slice cannot hold an E4M3 tensor: the element size is checked at construction.
+    assert!(TensorRef::contiguous(&q, st, DType::E4m3, [2, 8, 4, 64], Layout::Bshd).is_err());
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn concurrent_calls_from_threads_on_their_own_streams() {
+    let dev = device();
+    let host = case(
+        Precision::F16,
+        (2, 65, 130, 4, 1, 128),
+        true,
+        Layout::Bshd,
+        5,
+    );
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                let stream = dev.new_stream().unwrap();
+                for _ in 0..3 {
+                    check(&dev, &stream, &host, Variant::reference());
+                }
+            });
+        }
+    });
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn nan_in_a_row_gives_nan_in_that_row_only() {
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    let mut host = case(Precision::F16, (1, 4, 16, 1, 1, 64), false, Layout::Bshd, 1);
+    // Q row 2, element 5 := NaN (f16 0x7e00).
+    let at = (2 * 64 + 5) * 2;
+    host.enc[0].bytes[at..at + 2].copy_from_slice(&0x7e00u16.to_le_bytes());
+    let params = AttnParams::default_for(64, false);
+    let mut d = DeviceCase::upload(&stream, &host).unwrap();
+    let out = d
+        .run(
+            &dev,
+            &stream,
+            &host,
+            params,
+            CallOptions {
+                kernel: KernelChoice::Variant(Variant::reference()),
+                check_descales: true,
+            },
+        )
+        .unwrap();
+    for row in 0..4 {
+        let vals = &out.o[row * 64..(row + 1) * 64];
+        if row == 2 {
+            assert!(vals.iter().all(|x| x.is_nan()), "row 2 must be NaN");
+        } else {
+            assert!(
+                vals.iter().all(|x| x.is_finite()),
+                "row {row} must be finite"
+            );
+        }
+    }
+}

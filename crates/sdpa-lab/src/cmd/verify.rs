@@ -1,0 +1,316 @@
+//! `sdpa-lab verify`: the correctness gate on the GPU. Every registered spec the device can
+//! run, over ragged shapes, GQA ratios, causal with Sq < Skv and Sq > Skv, both layouts and
+//! several seeds and input distributions; output and LSE poisoned before each run; every
+//! element checked; inputs checked unchanged. Plus the exhaustive FP8 codec checks.
+
+use fp8_sdpa::cases::{verify_shapes, CaseSpec, HostCase};
+use fp8_sdpa::codec_check;
+use fp8_sdpa::harness::{judge, DeviceCase, Verdict};
+use fp8_sdpa::inputs::Distribution;
+use fp8_sdpa::kernels::registry;
+use fp8_sdpa::runtime::{CallOptions, KernelChoice};
+use fp8_sdpa::{AttnParams, AttnShape, KernelSpec, Layout, Precision};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `verify`.
+#[derive(clap::Args, Clone)]
+pub struct Args {
+    /// Only specs whose key contains this text.
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Fewer shapes and seeds (for quick iterations; `repro` uses the full set).
+    #[arg(long)]
+    pub quick: bool,
+    /// Seeds per shape (each seed also picks an input distribution).
+    #[arg(long, default_value_t = 3)]
+    pub seeds: u64,
+    /// Write every run's result here.
+    #[arg(long, default_value = "verify.json")]
+    pub json: PathBuf,
+    /// GPU ordinal.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// Skip the exhaustive FP8 codec checks.
+    #[arg(long)]
+    pub no_codec: bool,
+}
+
+/// One verified run.
+#[derive(Serialize)]
+pub struct Row {
+    /// Spec key.
+    pub spec: String,
+    /// The case.
+    pub case: CaseSpec,
+    /// The judgement (absent when the run itself failed).
+    pub verdict: Option<Verdict>,
+    /// Empty when passed.
+    pub failures: Vec<String>,
+}
+
+/// The whole result.
+#[derive(Serialize)]
+pub struct Report {
+    /// Runs.
+    pub runs: Vec<Row>,
+    /// Codec checks.
+    pub codec: Vec<codec_check::CodecCheck>,
+    /// Per-spec summary.
+    pub summary: Vec<SpecSummary>,
+    /// Whether everything passed.
+    pub passed: bool,
+}
+
+/// Per-spec summary line.
+#[derive(Serialize, Clone)]
+pub struct SpecSummary {
+    /// Spec key.
+    pub spec: String,
+    /// Runs.
+    pub runs: usize,
+    /// Failed runs.
+    pub failed: usize,
+    /// Worst relative L2 error against the dequantized reference.
+    pub worst_rel_l2: f64,
+    /// Worst max abs error against the dequantized reference.
+    pub worst_max_abs: f64,
+    /// Worst mean abs error against the unquantized inputs (FP8 paths).
+    pub worst_seeds_mean: Option<f64>,
+    /// Worst max abs error against the unquantized inputs (FP8 paths; reported).
+    pub worst_seeds_max: Option<f64>,
+}
+
+/// Distributions exercised per precision. Outliers stress FP8 amax scaling; on 16-bit paths
+/// they only scale the data, so those get saturating and near-constant rows instead.
+fn distribution(p: Precision, seed: u64) -> Distribution {
+    let fp8 = p.kv().is_scaled();
+    match (seed % 3, fp8) {
+        (0, _) => Distribution::Normal,
+        (1, _) => Distribution::LargeRows,
+        (_, true) => Distribution::Outliers,
+        (_, false) => Distribution::NearConstant,
+    }
+}
+
+/// Runs the verification; returns the report.
+pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
+    let dev = crate::cmd::env::open_device(a.device)
+        .map_err(|e| fp8_sdpa::Error::Unsupported(format!("verify needs a GPU: {e}")))?;
+    let arch = dev.info().arch;
+    let stream = dev.new_stream()?;
+    let mut codec = Vec::new();
+    if !a.no_codec {
+        codec.extend(codec_check::run_all(&dev, &stream)?);
+        codec.extend(codec_check::quantize_check(
+            &dev,
+            &stream,
+            [2, 77, 3, 128],
+            7,
+        )?);
+    }
+    let specs: Vec<KernelSpec> = registry::registered()
+        .into_iter()
+        .filter(|s| s.validate(arch).is_ok())
+        .filter(|s| {
+            a.filter
+                .as_ref()
+                .is_none_or(|f| s.key().contains(f.as_str()))
+        })
+        .collect();
+    // Group specs by problem class: each case is built, referenced and uploaded once.
+    let mut groups: BTreeMap<(String, u32, bool), (Precision, Vec<KernelSpec>)> = BTreeMap::new();
+    for s in &specs {
+        groups
+            .entry((s.precision.name().to_string(), s.head_dim, s.causal))
+            .or_insert((s.precision, Vec::new()))
+            .1
+            .push(*s);
+    }
+    let shapes = verify_shapes(a.quick);
+    let seeds = if a.quick { a.seeds.min(2) } else { a.seeds };
+    let total: u64 =
+        groups.values().map(|(_, v)| v.len() as u64).sum::<u64>() * shapes.len() as u64 * seeds;
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "verify {bar:40} {pos}/{len} runs, {elapsed} ({eta} left) {msg}",
+        )
+        .expect("template"),
+    );
+    let mut runs = Vec::new();
+    for ((_, d, causal), (precision, group)) in &groups {
+        for (si, &(batch, seq_q, seq_kv, heads_q, heads_kv)) in shapes.iter().enumerate() {
+            for seed in 0..seeds {
+                let case = CaseSpec {
+                    shape: AttnShape {
+                        batch,
+                        seq_q,
+                        seq_kv,
+                        heads_q,
+                        heads_kv,
+                        head_dim: *d as usize,
+                    },
+                    precision: *precision,
+                    causal: *causal,
+                    layout: if (si + seed as usize) % 2 == 0 {
+                        Layout::Bshd
+                    } else {
+                        Layout::Bhsd
+                    },
+                    dist: distribution(*precision, seed),
+                    seed: 1000 * si as u64 + seed,
+                };
+                bar.set_message(format!(
+                    "{precision} d{d} {} {batch}x{seq_q}x{seq_kv}x{heads_q}/{heads_kv}",
+                    if *causal { "causal" } else { "full" }
+                ));
+                let host = HostCase::build(case)?;
+                let params = AttnParams::default_for(*d as usize, *causal);
+                let ref_deq = host.reference_dequantized(params.scale as f64)?;
+                let fp8 = precision.kv().is_scaled() || precision.q().is_scaled();
+                let ref_raw = if fp8 && case.dist == Distribution::Normal {
+                    Some(host.reference_raw(params.scale as f64)?)
+                } else {
+                    None
+                };
+                let mut dcase = DeviceCase::upload(&stream, &host)?;
+                for spec in group {
+                    let opts = CallOptions {
+                        kernel: KernelChoice::Variant(spec.variant),
+                        check_descales: true,
+                    };
+                    let row = match dcase.run(&dev, &stream, &host, params, opts) {
+                        Ok(out) => {
+                            let unchanged = dcase.inputs_unchanged(&stream)?;
+                            let v = judge(*precision, &out, &ref_deq, ref_raw.as_ref(), unchanged)?;
+                            Row {
+                                spec: spec.key(),
+                                case,
+                                failures: v.failures.clone(),
+                                verdict: Some(v),
+                            }
+                        }
+                        Err(e) => Row {
+                            spec: spec.key(),
+                            case,
+                            verdict: None,
+                            failures: vec![format!("run failed: {e}")],
+                        },
+                    };
+                    if !row.failures.is_empty() {
+                        bar.println(format!(
+                            "FAIL {} {:?}: {}",
+                            row.spec,
+                            case.shape,
+                            row.failures.join("; ")
+                        ));
+                    }
+                    runs.push(row);
+                    bar.inc(1);
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let summary = summarize(&runs);
+    let passed = runs.iter().all(|r| r.failures.is_empty())
+        && codec.iter().all(|c| c.passed())
+        && !runs.is_empty();
+    Ok(Report {
+        runs,
+        codec,
+        summary,
+        passed,
+    })
+}
+
+fn summarize(runs: &[Row]) -> Vec<SpecSummary> {
+    let mut m: BTreeMap<String, SpecSummary> = BTreeMap::new();
+    for r in runs {
+        let e = m.entry(r.spec.clone()).or_insert(SpecSummary {
+            spec: r.spec.clone(),
+            runs: 0,
+            failed: 0,
+            worst_rel_l2: 0.0,
+            worst_max_abs: 0.0,
+            worst_seeds_mean: None,
+            worst_seeds_max: None,
+        });
+        e.runs += 1;
+        if !r.failures.is_empty() {
+            e.failed += 1;
+        }
+        if let Some(v) = &r.verdict {
+            e.worst_rel_l2 = e.worst_rel_l2.max(v.vs_dequantized.rel_l2);
+            e.worst_max_abs = e.worst_max_abs.max(v.vs_dequantized.max_abs);
+            if let Some(s) = &v.vs_raw {
+                e.worst_seeds_mean = Some(e.worst_seeds_mean.unwrap_or(0.0).max(s.mean_abs));
+                e.worst_seeds_max = Some(e.worst_seeds_max.unwrap_or(0.0).max(s.max_abs));
+            }
+        }
+    }
+    m.into_values().collect()
+}
+
+/// Prints the summary tables.
+pub fn print(r: &Report) {
+    for c in &r.codec {
+        println!(
+            "{:<4} {} ({} cases, {} mismatches){}",
+            if c.passed() { "ok" } else { "FAIL" },
+            c.name,
+            c.cases,
+            c.mismatches,
+            if c.examples.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", c.examples.join("; "))
+            }
+        );
+    }
+    let w = r
+        .summary
+        .iter()
+        .map(|s| s.spec.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    println!(
+        "\n{:<w$}  {:>5} {:>6}  {:>10} {:>10}  {:>11} {:>10}",
+        "spec", "runs", "failed", "rel_l2", "max_abs", "seeds mean", "seeds max"
+    );
+    for s in &r.summary {
+        let opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.4}"));
+        println!(
+            "{:<w$}  {:>5} {:>6}  {:>10.2e} {:>10.2e}  {:>11} {:>10}",
+            s.spec,
+            s.runs,
+            s.failed,
+            s.worst_rel_l2,
+            s.worst_max_abs,
+            opt(s.worst_seeds_mean),
+            opt(s.worst_seeds_max)
+        );
+    }
+    let runs = r.runs.len();
+    let failed = r.runs.iter().filter(|x| !x.failures.is_empty()).count();
+    println!("\nverify: {} passed, {} failed", runs - failed, failed);
+}
+
+/// Runs the command.
+pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
+    let report = verify(&a)?;
+    print(&report);
+    let text = serde_json::to_string_pretty(&report).expect("report serializes");
+    std::fs::write(&a.json, text).map_err(fp8_sdpa::Error::io(&a.json))?;
+    eprintln!("wrote {}", a.json.display());
+    Ok(if report.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

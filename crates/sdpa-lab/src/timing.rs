@@ -1,0 +1,175 @@
+//! The GPU timing protocol shared by our kernels and the ceilings: CUDA events around each
+//! run, warm-up first, then many timed runs, in one of three modes:
+//! - cold: a buffer of twice the L2 size is overwritten before each run (outside the timed
+//!   region), so every run reads its inputs from DRAM;
+//! - hot: the caller rotates input sets whose total exceeds twice the L2, so no run finds its
+//!   inputs left in L2 by the previous run of the same set;
+//! - graph: `per_graph` launches are captured in one CUDA graph; each timed run replays the
+//!   graph and counts time / `per_graph` (launch overhead out, for tiny shapes).
+
+use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use fp8_sdpa::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// How runs are timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// L2 flushed before each run.
+    Cold,
+    /// Input sets rotated.
+    Hot,
+    /// CUDA-graph replay of several launches.
+    Graph,
+}
+
+impl Mode {
+    /// Lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Cold => "cold",
+            Mode::Hot => "hot",
+            Mode::Graph => "graph",
+        }
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Mode, String> {
+        match s {
+            "cold" => Ok(Mode::Cold),
+            "hot" => Ok(Mode::Hot),
+            "graph" => Ok(Mode::Graph),
+            _ => Err(format!("unknown mode '{s}': expected cold, hot or graph")),
+        }
+    }
+}
+
+/// How many runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Protocol {
+    /// Untimed runs first.
+    pub warmup: usize,
+    /// Timed runs (at least this many unless the budget ends first, and never fewer than 10).
+    pub iters: usize,
+    /// Stop adding timed runs after this many seconds.
+    pub budget_s: f64,
+    /// Launches captured per graph in graph mode.
+    pub per_graph: usize,
+}
+
+impl Default for Protocol {
+    fn default() -> Self {
+        Protocol { warmup: 10, iters: 100, budget_s: 5.0, per_graph: 20 }
+    }
+}
+
+/// An L2 flusher: a buffer twice the L2 size, overwritten by a memset.
+pub struct Flusher {
+    buf: CudaSlice<u8>,
+}
+
+impl Flusher {
+    /// Allocates `2 * l2_bytes` (at least 64 MiB).
+    pub fn new(stream: &Arc<CudaStream>, l2_bytes: u64) -> Result<Flusher> {
+        let n = (2 * l2_bytes).max(64 << 20) as usize;
+        let buf = stream.alloc_zeros::<u8>(n).map_err(Error::driver("allocating the L2 flush buffer"))?;
+        Ok(Flusher { buf })
+    }
+
+    /// Overwrites the buffer (queued on `stream`).
+    pub fn flush(&mut self, stream: &Arc<CudaStream>) -> Result<()> {
+        let n = self.buf.len();
+        let (p, _g) = self.buf.device_ptr_mut(stream);
+        // SAFETY: p is a live allocation of n bytes.
+        unsafe { cudarc::driver::result::memset_d8_async(p, 0x5a, n, stream.cu_stream()) }.map_err(Error::driver("flushing L2"))
+    }
+}
+
+/// Times `launch` (which queues one run of the work on `stream`, given the run index) and
+/// returns per-run times in microseconds. Event tracking must be off on the context.
+pub fn time_runs(
+    stream: &Arc<CudaStream>,
+    mode: Mode,
+    proto: Protocol,
+    flusher: Option<&mut Flusher>,
+    mut launch: impl FnMut(usize) -> Result<()>,
+) -> Result<Vec<f64>> {
+    let ctx = stream.context();
+    let ev = |_: ()| ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(Error::driver("creating an event"));
+    let (start, end) = (ev(())?, ev(())?);
+    let graph = if mode == Mode::Graph {
+        for i in 0..proto.warmup.max(1) {
+            launch(i)?;
+        }
+        stream.synchronize().map_err(Error::driver("warm-up"))?;
+        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(Error::driver("beginning graph capture"))?;
+        let mut captured = Ok(());
+        for i in 0..proto.per_graph {
+            if let Err(e) = launch(i) {
+                captured = Err(e);
+                break;
+            }
+        }
+        let g = stream
+            .end_capture(CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
+            .map_err(Error::driver("ending graph capture"))?;
+        captured?;
+        Some(g.ok_or_else(|| Error::InvalidInput("graph capture recorded nothing".into()))?)
+    } else {
+        None
+    };
+    let mut flusher = flusher;
+    if graph.is_none() {
+        for i in 0..proto.warmup {
+            if mode == Mode::Cold {
+                if let Some(f) = flusher.as_deref_mut() {
+                    f.flush(stream)?;
+                }
+            }
+            launch(i)?;
+        }
+    }
+    stream.synchronize().map_err(Error::driver("warm-up"))?;
+    let per = if graph.is_some() { proto.per_graph as f64 } else { 1.0 };
+    let t0 = std::time::Instant::now();
+    let mut times = Vec::with_capacity(proto.iters);
+    let mut i = 0usize;
+    while times.len() < proto.iters.max(10) {
+        if mode == Mode::Cold {
+            if let Some(f) = flusher.as_deref_mut() {
+                f.flush(stream)?;
+            }
+        }
+        start.record(stream).map_err(Error::driver("recording an event"))?;
+        match &graph {
+            Some(g) => g.launch().map_err(Error::driver("replaying the graph"))?,
+            None => launch(proto.warmup + i)?,
+        }
+        end.record(stream).map_err(Error::driver("recording an event"))?;
+        let ms = start.elapsed_ms(&end).map_err(Error::driver("reading an event"))?;
+        times.push(ms as f64 * 1000.0 / per);
+        i += 1;
+        if times.len() >= 10 && t0.elapsed().as_secs_f64() > proto.budget_s {
+            break;
+        }
+    }
+    Ok(times)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse() {
+        for m in [Mode::Cold, Mode::Hot, Mode::Graph] {
+            assert_eq!(m.name().parse::<Mode>().unwrap(), m);
+        }
+        assert!("warm".parse::<Mode>().unwrap_err().contains("cold, hot or graph"));
+    }
+}
