@@ -156,7 +156,7 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
                     },
                     precision: *precision,
                     causal: *causal,
-                    layout: if (si + seed as usize) % 2 == 0 {
+                    layout: if (si + seed as usize).is_multiple_of(2) {
                         Layout::Bshd
                     } else {
                         Layout::Bhsd
