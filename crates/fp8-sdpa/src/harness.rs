@@ -193,12 +193,22 @@ pub const LSE_ATOL: f64 = 2e-3;
 /// See [`LSE_ATOL`].
 pub const LSE_RTOL: f64 = 2e-4;
 
-/// Judges a run against the references.
+/// Whether the seeds' gate (against the unquantized inputs) applies to a case: the seeds'
+/// own regime, unit-variance data with every row attending to many keys (non-causal, at
+/// least 128 keys). Where a row sees only a few keys its output is a few quantized values of
+/// V, and E4M3's 3-bit mantissa errs by up to amax/32 there by construction: that error is
+/// the format's, not the kernel's, so it is reported (`vs_raw`) but not gated.
+pub fn seeds_gate_applies(spec: &crate::cases::CaseSpec) -> bool {
+    spec.dist == crate::inputs::Distribution::Normal && !spec.causal && spec.shape.seq_kv >= 128
+}
+
+/// Judges a run against the references; `ref_raw` failures count only when `gate_raw`.
 pub fn judge(
     precision: crate::dtype::Precision,
     out: &RunOutput,
     ref_deq: &crate::reference::RefOutput,
     ref_raw: Option<&crate::reference::RefOutput>,
+    gate_raw: bool,
     inputs_unchanged: bool,
 ) -> Result<Verdict> {
     use crate::metrics::{compare, Thresholds};
@@ -213,7 +223,9 @@ pub fn judge(
             let g = Thresholds::seeds_gate(precision);
             let s = g.compare(&out.o, &r.o)?;
             if let Err(e) = g.check(&s) {
-                failures.push(format!("seeds' gate vs unquantized inputs: {e}"));
+                if gate_raw {
+                    failures.push(format!("seeds' gate vs unquantized inputs: {e}"));
+                }
             }
             Some(s)
         }

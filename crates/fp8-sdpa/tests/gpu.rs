@@ -57,6 +57,7 @@ fn check(
         &out,
         &r,
         None,
+        false,
         d.inputs_unchanged(stream).unwrap(),
     )
     .unwrap();

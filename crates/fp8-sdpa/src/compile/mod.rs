@@ -147,6 +147,16 @@ impl Compiler {
         }
         let out = nvrtc::compile(src.name, src.text, &kernels::HEADERS, defines, arch)?;
         let resources = ptxas::parse(&out.log);
+        if resources.is_empty() {
+            // Never cache (or trust) a compile whose resource report is missing.
+            return Err(crate::error::Error::Nvrtc {
+                call: "ptxas report",
+                message: format!(
+                    "the log of {} holds no resource report:\n{}",
+                    src.name, out.log
+                ),
+            });
+        }
         if let (Some(cache), Some(key)) = (&self.cache, &key) {
             let meta = serde_json::to_string(&Meta {
                 log: out.log.clone(),
