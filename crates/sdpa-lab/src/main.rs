@@ -1,7 +1,9 @@
 //! `sdpa-lab`: the fp8-sdpa lab. Checks kernels offline, verifies them on the GPU,
 //! benchmarks them against PyTorch's SDPA backends and writes reports.
 
+mod bench;
 mod cmd;
+mod report;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -23,12 +25,16 @@ enum Command {
     /// resource table, and fail on any gate violation (spills, stack frame, shared memory over
     /// the arch limit, registers over the variant's budget). Needs NVRTC, no GPU.
     Check(cmd::check::Args),
+    /// Offline: read an artifacts folder (bench*.json and optional check.json, verify.json,
+    /// manifest.json, stages.json) and write summary.md with tables and SVG plots.
+    Report(cmd::report::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check(a) => cmd::check::run(a),
+        Command::Report(a) => cmd::report::run(a),
     };
     match result {
         Ok(code) => code,
