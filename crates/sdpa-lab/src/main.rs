@@ -2,8 +2,10 @@
 //! benchmarks them against PyTorch's SDPA backends and writes reports.
 
 mod attn_io;
+mod bench;
 mod cmd;
 mod manifest;
+mod report;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -35,6 +37,9 @@ enum Command {
     /// One forward pass on tensors from a safetensors file (q, k, v, and q_descale,
     /// k_descale, v_descale for FP8 inputs), writing o (and lse) to a safetensors file.
     Attn(cmd::attn::Args),
+    /// Offline: read an artifacts folder (bench*.json and optional check.json, verify.json,
+    /// manifest.json, stages.json) and write summary.md with tables and SVG plots.
+    Report(cmd::report::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +49,7 @@ fn main() -> ExitCode {
         Command::Env(a) => cmd::env::run(a),
         Command::Verify(a) => cmd::verify::run(a),
         Command::Attn(a) => cmd::attn::run(a),
+        Command::Report(a) => cmd::report::run(a),
     };
     match result {
         Ok(code) => code,

@@ -3,4 +3,5 @@
 pub mod attn;
 pub mod check;
 pub mod env;
+pub mod report;
 pub mod verify;

@@ -1,0 +1,181 @@
+//! `sdpa-lab report` end to end on fixture artifacts (no GPU, no NVRTC).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/artifacts")
+}
+
+fn report(args: &[&Path]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sdpa-lab"));
+    cmd.arg("report");
+    for a in args {
+        cmd.arg(a);
+    }
+    cmd.output().expect("run sdpa-lab")
+}
+
+fn report_to(dir: &Path, out: &Path) -> Output {
+    let out_flag = Path::new("--out");
+    report(&[dir, out_flag, out])
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn fixture_renders_tables_and_plots() {
+    let out = tempfile::tempdir().unwrap();
+    let o = report_to(&fixture(), out.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = read(&out.path().join("summary.md"));
+
+    // inputs: what was there and what was absent
+    assert!(md.contains("- bench.json: 44 rows"), "{md}");
+    assert!(md.contains("Absent: verify.json, stages.json."));
+    assert!(md.contains("verify.json was absent."));
+    // environment and ceilings
+    assert!(md.contains("| device | NVIDIA H100 80GB HBM3 |"));
+    assert!(md.contains("| gemm_fp8 | 1472 | TFLOPS |"));
+    // mission: our 4.60 µs against cuDNN's 9.61 µs → 2.09×
+    assert!(md.contains(
+        "| mission | B2 H8 S512 D64 | f16 | graph | fp8-sdpa | port-m64n64w4s2-ct | 4.60 |"
+    ));
+    assert!(md.contains(
+        "| mission | B2 H8 S512 D64 | f16 | graph | 4.60 µs | 233 | cudnn 9.61 µs | 112 | 2.09× |"
+    ));
+    // resources from check.json, preferring the manifest's arch (sm_90a: 96 regs, not 90)
+    assert!(md.contains("96 regs, 36.0 KB smem"));
+    assert!(!md.contains("90 regs"));
+    assert!(md.contains("(gate FAIL)"));
+    // fa: TFLOPS recomputed from the median, roofline percent against gemm_f16 811
+    assert!(md.contains(
+        "| d128_s4k | B4 H16 S4k D128 | f16 | hot | fp8-sdpa | hop-m128n128-w1p | 785 |"
+    ));
+    assert!(md.contains("| 700 | 342 | 86.3 |"));
+    // skipped and failed rows keep their reasons; pipes in reasons are escaped
+    assert!(md.contains("failed: CUDA out of memory"));
+    assert!(md.contains("skipped: No available kernel. Aborting execution. \\| efficient"));
+    assert!(md.contains("skipped: PyTorch SDPA has no FP8 kernel"));
+    // FP8 compared with PyTorch at bf16: 859 / 544 µs
+    assert!(md.contains(
+        "| d128_s4k | B4 H16 S4k D128 | fp8 | hot | 544 µs | 1010 | cudnn 859 µs | 640 | 1.58× |"
+    ));
+    // decode FP8-KV against cuDNN fp16
+    assert!(md.contains("| b32_skv4k_hkv8 | B32 H32/8 Sq1 Skv4k D128 | fp8kv_f16 | hot | 100 µs |"));
+    assert!(md.contains("1.81×"));
+    assert!(md.contains("fixture: numbers shaped like ANCHORS.md"));
+
+    // plots exist, are linked, and carry titles, axis labels and series names
+    for (file, series) in [
+        ("plots/mission_graph.svg", "torch efficient"),
+        (
+            "plots/fa_f16_d128_noncausal_hot.svg",
+            "fp8-sdpa hop-m128n128-w1p",
+        ),
+        ("plots/fa_bf16_d128_noncausal_hot.svg", "torch cudnn"),
+        (
+            "plots/decode_hot.svg",
+            "fp8-sdpa decode-split16 (fp8kv_f16)",
+        ),
+        ("plots/fp8_fp8_d128_noncausal_hot.svg", "torch cudnn (bf16)"),
+    ] {
+        assert!(md.contains(&format!("]({file})")), "{file} not linked");
+        let svg = read(&out.path().join(file));
+        assert!(svg.starts_with("<svg"), "{file}");
+        assert!(svg.contains(series), "{file} lacks series {series}");
+    }
+    let fa = read(&out.path().join("plots/fa_f16_d128_noncausal_hot.svg"));
+    for text in [
+        "fa: f16 D128 non-causal (hot) - TFLOPS vs sequence length",
+        "TFLOPS (median run)",
+        "sequence length",
+        "torch flash",
+        "torch cudnn",
+        "torch efficient",
+        ">\n1k\n<",
+        ">\n16k\n<",
+    ] {
+        assert!(fa.contains(text), "fa plot lacks {text:?}");
+    }
+    let mission = read(&out.path().join("plots/mission_graph.svg"));
+    // bars carry their values
+    for text in ["mission-s256", "long", "4.60", "9.61", "137"] {
+        assert!(mission.contains(text), "mission plot lacks {text:?}");
+    }
+}
+
+#[test]
+fn default_output_is_the_artifacts_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["bench.json", "check.json", "manifest.json"] {
+        std::fs::copy(fixture().join(f), dir.path().join(f)).unwrap();
+    }
+    let o = report(&[dir.path()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(dir.path().join("summary.md").is_file());
+    assert!(dir.path().join("plots/mission_graph.svg").is_file());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("44 rows from 1 bench file(s), 5 plot(s)"));
+}
+
+#[test]
+fn missing_folder_is_exit_2_with_a_message() {
+    let o = report(&[Path::new("/nonexistent/artifacts")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not a folder"));
+}
+
+#[test]
+fn empty_folder_still_reports_what_is_absent() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = report(&[dir.path()]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no readable bench*.json"));
+    let md = read(&dir.path().join("summary.md"));
+    assert!(md.contains("- bench*.json: absent (no timing tables)"));
+    assert!(md.contains("Absent: check.json, verify.json, manifest.json, stages.json."));
+    assert!(!dir.path().join("plots").exists());
+}
+
+#[test]
+fn bad_files_are_reported_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::copy(fixture().join("bench.json"), p.join("bench-a.json")).unwrap();
+    std::fs::write(p.join("bench-broken.json"), "{").unwrap();
+    std::fs::write(p.join("bench-future.json"), r#"{"schema_version": 99}"#).unwrap();
+    std::fs::write(p.join("check.json"), "not json").unwrap();
+    std::fs::write(
+        p.join("verify.json"),
+        r#"{"rows": [{"spec": "a", "passed": true}, {"spec": "b|c", "passed": false, "max_abs": 0.5}]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("stages.json"),
+        r#"[{"stage": "env", "status": "ok", "seconds": 0.4}, {"stage": "profile", "status": "skipped: ncu not found"}]"#,
+    )
+    .unwrap();
+    let o = report(&[p]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("skipped bench-broken.json"));
+    assert!(err.contains("check.json could not be read"));
+    let md = read(&p.join("summary.md"));
+    assert!(md.contains("- bench-broken.json: unreadable, skipped"));
+    assert!(md.contains("schema version 99 is newer"));
+    assert!(md.contains("- check.json: unreadable (malformed JSON"));
+    assert!(md.contains("2 record(s) in verify.json: 1 passed, 1 failed"));
+    // failures first, pipes escaped
+    let b = md
+        .find("| b\\|c | false | 0.5 |")
+        .expect("failing verify row");
+    let a = md.find("| a | true | – |").expect("passing verify row");
+    assert!(b < a);
+    assert!(md.contains("2 record(s) in stages.json: 1 passed, 0 failed, 1 without a verdict."));
+    assert!(md.contains("| stage | status | seconds |"));
+    assert!(md.contains("| profile | skipped: ncu not found | – |"));
+    // manifest falls back to the bench file's
+    assert!(md.contains("From bench-a.json."));
+}

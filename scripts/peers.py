@@ -1,0 +1,530 @@
+#!/usr/bin/env python3
+"""Time PyTorch SDPA backends on the exact cases sdpa-lab benchmarks, with the same protocol.
+
+Input (--cases): a JSON list of cases as `sdpa-lab bench` writes them (record.rs, PeerCase):
+  {"suite", "case", "shape": {"batch", "seq_q", "seq_kv", "heads_q", "heads_kv", "head_dim"},
+   "precision": "f16" | "bf16" | "fp8_kv_f16" | "fp8_kv_bf16" | "fp8" | "sim_fp8",
+   "causal": bool, "mode": "cold" | "hot" | "graph", "warmup": int, "iters": int (>= 100)}
+
+Output (--out): a JSON list of BenchRow-shaped dicts (record.rs, BenchRow), one per case and
+backend; `pct_of_ceiling` is left null for the Rust side to fill from its ceilings. The file is
+rewritten (temp file + rename) after every row, so an interrupted run leaves valid JSON.
+
+Protocol (the same as the Rust timing loop): timing CUDA events around every timed run; warm-up
+runs first; median/p10/p90/p99 by linear interpolation between closest ranks, sample standard
+deviation (n - 1), CV = std / mean.
+  cold:  a 256 MB buffer is written before every run, flushing L2;
+  hot:   runs rotate over input sets whose total size exceeds 2x L2;
+  graph: 20 calls captured in one CUDA graph; each timed replay / 20.
+Causal masks are bottom-right aligned (FlashAttention convention). PyTorch's `is_causal` is
+top-left; the two agree when Sq == Skv, so `is_causal=True` is used then, and an explicit
+`causal_lower_right` bias otherwise. Rows say which in `detail`.
+
+Only the standard library and torch; torch is imported after the arguments are checked, so
+--help and argument errors work without it.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import warnings
+
+BACKENDS = ("flash", "cudnn", "efficient")
+GRAPH_CALLS = 20
+MIN_ITERS = 100
+FLUSH_BYTES = 256 << 20
+# Cap on the memory one hot-mode rotation pool may take; past it fewer sets are used and the
+# row says so (large shapes exceed 2x L2 on their own anyway).
+HOT_POOL_CAP = 8 << 30
+PRECISIONS_16 = {"f16": "float16", "bf16": "bfloat16"}
+PRECISIONS_FP8 = ("fp8_kv_f16", "fp8_kv_bf16", "fp8", "sim_fp8")
+SHAPE_KEYS = ("batch", "seq_q", "seq_kv", "heads_q", "heads_kv", "head_dim")
+# Output gate of a peer against the float64 reference: relative L2 error. fp16/bf16 kernels
+# land at ~1e-3 (bf16 ~4e-3) on unit-variance inputs; 2e-2 flags only real failures.
+REL_L2_GATE = 2e-2
+
+
+class UsageError(Exception):
+    """Bad arguments or input file: reported with exit status 2."""
+
+
+def fail(msg):
+    print(f"peers.py: error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+# ---------------------------------------------------------------- statistics (as stats.rs)
+
+
+def percentile_sorted(xs, p):
+    """Linear interpolation between closest ranks (NumPy default, type 7); xs ascending."""
+    if not xs:
+        return None
+    p = min(max(p, 0.0), 1.0)
+    h = p * (len(xs) - 1)
+    lo = int(math.floor(h))
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (h - lo) * (xs[hi] - xs[lo])
+
+
+def stats(samples_us):
+    """The Stats dict of record.rs from per-run times in microseconds."""
+    xs = sorted(float(x) for x in samples_us)
+    if not xs:
+        raise ValueError("no timing samples")
+    for x in xs:
+        if not math.isfinite(x) or x < 0:
+            raise ValueError(f"timing sample {x} is not a finite non-negative time")
+    n = len(xs)
+    mean = sum(xs) / n
+    std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
+    return {
+        "n": n,
+        "median_us": percentile_sorted(xs, 0.5),
+        "p10_us": percentile_sorted(xs, 0.10),
+        "p90_us": percentile_sorted(xs, 0.90),
+        "p99_us": percentile_sorted(xs, 0.99),
+        "mean_us": mean,
+        "std_us": std,
+        "cv": std / mean if mean > 0 else 0.0,
+        "min_us": xs[0],
+        "max_us": xs[-1],
+    }
+
+
+# ---------------------------------------------------------------- work (as flops.rs)
+
+
+def attended_pairs(shape, causal):
+    sq, skv = shape["seq_q"], shape["seq_kv"]
+    if causal:
+        off = skv - sq
+        per_head = sum(min(max(i + off + 1, 0), skv) for i in range(sq))
+    else:
+        per_head = sq * skv
+    return per_head * shape["batch"] * shape["heads_q"]
+
+
+def flops(shape, causal):
+    return 4.0 * attended_pairs(shape, causal) * shape["head_dim"]
+
+
+def traffic_bytes(shape, elem=2):
+    """Each 16-bit input read once, the 16-bit output written once (no LSE)."""
+    q = shape["batch"] * shape["seq_q"] * shape["heads_q"] * shape["head_dim"] * elem
+    kv = shape["batch"] * shape["seq_kv"] * shape["heads_kv"] * shape["head_dim"] * elem
+    return 2 * q + 2 * kv
+
+
+# ---------------------------------------------------------------- arguments and input
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        prog="peers.py",
+        description="Time PyTorch SDPA backends (flash, cudnn, efficient) on sdpa-lab's cases "
+        "with sdpa-lab's protocol. Needs PyTorch with CUDA.",
+    )
+    ap.add_argument("--cases", required=True, help="JSON list of cases written by sdpa-lab")
+    ap.add_argument("--out", required=True, help="where to write the JSON list of rows")
+    ap.add_argument(
+        "--backends",
+        default=",".join(BACKENDS),
+        help="comma-separated subset of flash,cudnn,efficient (default: all)",
+    )
+    ap.add_argument("--device", default="cuda:0", help="CUDA device (default cuda:0)")
+    ap.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
+    return ap.parse_args(argv)
+
+
+def parse_backends(text):
+    names = [b.strip() for b in text.split(",") if b.strip()]
+    if not names:
+        raise UsageError("--backends is empty; expected a subset of flash,cudnn,efficient")
+    for b in names:
+        if b not in BACKENDS:
+            raise UsageError(f"unknown backend '{b}'; expected a subset of flash,cudnn,efficient")
+    return list(dict.fromkeys(names))
+
+
+def load_cases(path):
+    if not os.path.isfile(path):
+        raise UsageError(f"cases file not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"malformed JSON in {path}: {e}") from None
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e}") from None
+    if not isinstance(data, list):
+        raise UsageError(f"{path}: expected a JSON list of cases, got {type(data).__name__}")
+    for i, c in enumerate(data):
+        where = f"{path}: case {i}"
+        if not isinstance(c, dict):
+            raise UsageError(f"{where}: expected an object")
+        for k in ("suite", "case", "shape", "precision", "causal", "mode", "warmup", "iters"):
+            if k not in c:
+                raise UsageError(f"{where}: missing field '{k}'")
+        shape = c["shape"]
+        if not isinstance(shape, dict):
+            raise UsageError(f"{where}: 'shape' must be an object")
+        for k in SHAPE_KEYS:
+            v = shape.get(k)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise UsageError(f"{where}: shape.{k} must be a positive integer, got {v!r}")
+        if shape["heads_q"] % shape["heads_kv"] != 0:
+            raise UsageError(f"{where}: heads_q must be a multiple of heads_kv")
+        if c["precision"] not in PRECISIONS_16 and c["precision"] not in PRECISIONS_FP8:
+            raise UsageError(f"{where}: unknown precision {c['precision']!r}")
+        if c["mode"] not in ("cold", "hot", "graph"):
+            raise UsageError(f"{where}: mode must be cold, hot or graph, got {c['mode']!r}")
+        if not isinstance(c["causal"], bool):
+            raise UsageError(f"{where}: causal must be true or false")
+        for k in ("warmup", "iters"):
+            if not isinstance(c[k], int) or isinstance(c[k], bool) or c[k] < 0:
+                raise UsageError(f"{where}: {k} must be a non-negative integer")
+        if c["iters"] < MIN_ITERS:
+            raise UsageError(f"{where}: iters {c['iters']} < {MIN_ITERS} (the protocol's minimum)")
+    return data
+
+
+def import_torch():
+    try:
+        import torch  # noqa: PLC0415 (lazy on purpose: --help and checks work without it)
+    except Exception as e:  # ImportError, or a broken install raising anything else
+        raise UsageError(
+            f"cannot import torch ({type(e).__name__}: {e}); peers need PyTorch with CUDA "
+            "(pip install torch) on a machine with an NVIDIA GPU"
+        ) from None
+    if not torch.cuda.is_available():
+        raise UsageError(
+            f"torch {torch.__version__} has no usable CUDA device; peers need PyTorch with CUDA"
+        )
+    return torch
+
+
+def one_line(s, limit=400):
+    s = " ".join(str(s).split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def write_atomic(path, obj):
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- the GPU part
+
+
+class Runner:
+    def __init__(self, torch, device, seed):
+        self.torch = torch
+        self.device = torch.device(device)
+        torch.cuda.set_device(self.device)
+        self.seed = seed
+        props = torch.cuda.get_device_properties(self.device)
+        # L2_cache_size exists in recent torch; 50 MB (H100) is the safe guess otherwise.
+        self.l2 = int(getattr(props, "L2_cache_size", 0) or (50 << 20))
+        self.flush_buf = None
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        self.sdpa_kernel = sdpa_kernel
+        self.backend_enum = {
+            "flash": SDPBackend.FLASH_ATTENTION,
+            "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        }
+        try:
+            from torch.nn.attention.bias import causal_lower_right
+        except ImportError:
+            causal_lower_right = None
+        self.causal_lower_right = causal_lower_right
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        self.versions = f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {cudnn}"
+
+    def make_inputs(self, shape, dtype, gen):
+        """Q, K, V as BSHD storage viewed as BHSD (what SDPA takes), unit-variance normal."""
+        t = self.torch
+        b, sq, skv = shape["batch"], shape["seq_q"], shape["seq_kv"]
+        hq, hkv, d = shape["heads_q"], shape["heads_kv"], shape["head_dim"]
+
+        def one(s, h):
+            x = t.randn((b, s, h, d), generator=gen, device=self.device, dtype=t.float32)
+            return x.to(dtype).transpose(1, 2)
+
+        return one(sq, hq), one(skv, hkv), one(skv, hkv)
+
+    def call_for(self, case, backend):
+        """The SDPA call for a case and a description of its mask."""
+        t = self.torch
+        F = t.nn.functional
+        shape = case["shape"]
+        gqa = shape["heads_q"] != shape["heads_kv"]
+        kw = {"enable_gqa": True} if gqa else {}
+        mask, detail = None, "no mask"
+        causal_flag = False
+        if case["causal"]:
+            if shape["seq_q"] == shape["seq_kv"]:
+                causal_flag = True
+                detail = "is_causal=True (top-left equals bottom-right as Sq == Skv)"
+            elif backend == "efficient" and self.causal_lower_right is not None:
+                # CausalBias runs the efficient kernel directly whatever sdpa_kernel selects,
+                # so it is used only where that is the backend being timed.
+                mask = self.causal_lower_right(shape["seq_q"], shape["seq_kv"])
+                detail = "bottom-right via torch.nn.attention.bias.causal_lower_right"
+            else:
+                i = t.arange(shape["seq_q"], device=self.device)[:, None]
+                j = t.arange(shape["seq_kv"], device=self.device)[None, :]
+                mask = j <= i + (shape["seq_kv"] - shape["seq_q"])
+                detail = "bottom-right via an explicit boolean mask"
+        if gqa:
+            detail += "; enable_gqa=True"
+
+        def call(q, k, v):
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=causal_flag, **kw
+            )
+
+        return call, detail
+
+    def reference(self, q, k, v, case):
+        """float64 math reference, chunked over (batch, head) and query rows to bound memory."""
+        t = self.torch
+        shape = case["shape"]
+        b, hq, hkv, d = shape["batch"], shape["heads_q"], shape["heads_kv"], shape["head_dim"]
+        sq, skv = shape["seq_q"], shape["seq_kv"]
+        group = hq // hkv
+        scale = 1.0 / math.sqrt(d)
+        out = t.empty((b, hq, sq, d), dtype=t.float64, device=self.device)
+        # about 128 MB of float64 scores per chunk
+        rows = max(1, min(sq, (16 << 20) // max(skv, 1)))
+        for bi in range(b):
+            for h in range(hq):
+                kk = k[bi, h // group].to(t.float64)
+                vv = v[bi, h // group].to(t.float64)
+                for r0 in range(0, sq, rows):
+                    r1 = min(sq, r0 + rows)
+                    s = (q[bi, h, r0:r1].to(t.float64) @ kk.T) * scale
+                    if case["causal"]:
+                        i = t.arange(r0, r1, device=self.device)[:, None]
+                        j = t.arange(skv, device=self.device)[None, :]
+                        s = s.masked_fill(j > i + (skv - sq), float("-inf"))
+                    p = t.softmax(s, dim=-1)
+                    # rows with every key masked give NaN; FlashAttention writes 0 there
+                    out[bi, h, r0:r1] = t.nan_to_num(p, nan=0.0) @ vv
+        return out
+
+    def correctness(self, o, ref):
+        t = self.torch
+        o64 = o.to(t.float64)
+        err = (o64 - ref).abs()
+        finite = bool(t.isfinite(o64).all())
+        max_abs = float(err.max()) if finite else float("inf")
+        denom = float(ref.norm())
+        rel = float((o64 - ref).norm()) / denom if denom > 0 else float(err.norm())
+        if not finite:
+            rel = float("inf")
+        passed = finite and rel <= REL_L2_GATE
+        # JSON has no infinities: report non-finite errors as a large sentinel
+        big = 1e300
+        return {
+            "max_abs": max_abs if math.isfinite(max_abs) else big,
+            "rel_l2": rel if math.isfinite(rel) else big,
+            "passed": passed,
+        }
+
+    def flush_l2(self):
+        if self.flush_buf is None:
+            self.flush_buf = self.torch.empty(FLUSH_BYTES, dtype=self.torch.uint8, device=self.device)
+        self.flush_buf.zero_()
+
+    def time_case(self, case, backend, call, inputs_fn, set_bytes):
+        """Per-run microseconds for one backend; the note describes what was done."""
+        t = self.torch
+        mode, warmup, iters = case["mode"], case["warmup"], case["iters"]
+        note = ""
+        with self.sdpa_kernel([self.backend_enum[backend]]):
+            sets = [inputs_fn(0)]
+            q, k, v = sets[0]
+            call(q, k, v)  # raises here if the backend rejects the case
+            t.cuda.synchronize()
+            if mode == "hot":
+                want = 2 * self.l2 // max(set_bytes, 1) + 1
+                fit = max(1, HOT_POOL_CAP // max(set_bytes, 1))
+                n_sets = max(2, min(want, fit))
+                if n_sets * set_bytes <= 2 * self.l2:
+                    note = f"hot pool {n_sets} sets, under 2x L2 (memory cap)"
+                sets += [inputs_fn(i) for i in range(1, n_sets)]
+            starts = [t.cuda.Event(enable_timing=True) for _ in range(iters)]
+            ends = [t.cuda.Event(enable_timing=True) for _ in range(iters)]
+            if mode == "graph":
+                stream = t.cuda.Stream()
+                stream.wait_stream(t.cuda.current_stream())
+                with t.cuda.stream(stream):
+                    for _ in range(3):  # warm the allocator and autotuners before capture
+                        call(q, k, v)
+                t.cuda.current_stream().wait_stream(stream)
+                graph = t.cuda.CUDAGraph()
+                with t.cuda.graph(graph):
+                    for _ in range(GRAPH_CALLS):
+                        call(q, k, v)
+                for _ in range(warmup):
+                    graph.replay()
+                t.cuda.synchronize()
+                for i in range(iters):
+                    starts[i].record()
+                    graph.replay()
+                    ends[i].record()
+                t.cuda.synchronize()
+                per = GRAPH_CALLS
+            else:
+                for i in range(warmup):
+                    if mode == "cold":
+                        self.flush_l2()
+                    call(*sets[i % len(sets)])
+                t.cuda.synchronize()
+                for i in range(iters):
+                    if mode == "cold":
+                        self.flush_l2()
+                    qq, kk, vv = sets[i % len(sets)]
+                    starts[i].record()
+                    call(qq, kk, vv)
+                    ends[i].record()
+                t.cuda.synchronize()
+                per = 1
+            us = [s.elapsed_time(e) * 1e3 / per for s, e in zip(starts, ends)]
+            out = call(q, k, v)
+            t.cuda.synchronize()
+        return us, out, (q, k, v), note
+
+    def run_case(self, case, backend):
+        t = self.torch
+        shape = case["shape"]
+        row = {
+            "suite": case["suite"],
+            "case": case["case"],
+            "implementation": "torch",
+            "backend": backend,
+            "precision": case["precision"],
+            "shape": {k: shape[k] for k in SHAPE_KEYS},
+            "causal": case["causal"],
+            "mode": case["mode"],
+            "stats": None,
+            "tflops": None,
+            "gbps": None,
+            "pct_of_ceiling": None,
+            "correctness": None,
+            "status": "ok",
+        }
+        if case["precision"] in PRECISIONS_FP8:
+            row["status"] = "skipped: PyTorch SDPA has no FP8 kernel"
+            return row
+        dtype = getattr(t, PRECISIONS_16[case["precision"]])
+        call, detail = self.call_for(case, backend)
+        row["detail"] = f"{self.versions}; {detail}"
+
+        def inputs_fn(i):
+            gen = t.Generator(device=self.device)
+            gen.manual_seed(self.seed * 1000003 + i)
+            return self.make_inputs(shape, dtype, gen)
+
+        sh = shape
+        q_bytes = sh["batch"] * sh["seq_q"] * sh["heads_q"] * sh["head_dim"] * 2
+        kv_bytes = sh["batch"] * sh["seq_kv"] * sh["heads_kv"] * sh["head_dim"] * 2
+        set_bytes = q_bytes + 2 * kv_bytes  # Q, K, V of one input set
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    us, out, (q, k, v), note = self.time_case(case, backend, call, inputs_fn, set_bytes)
+                except RuntimeError as e:
+                    msg = str(e)
+                    if "out of memory" in msg.lower():
+                        row["status"] = "failed: CUDA out of memory"
+                        return row
+                    # torch explains a rejected backend in warnings; keep them with the error
+                    reasons = [str(w.message) for w in caught]
+                    why = "; ".join([msg] + reasons)
+                    row["status"] = "skipped: " + one_line(why)
+                    return row
+        finally:
+            t.cuda.empty_cache()
+        s = stats(us)
+        row["stats"] = s
+        med = s["median_us"]
+        if med > 0:
+            row["tflops"] = flops(shape, case["causal"]) / (med * 1e-6) / 1e12
+            row["gbps"] = traffic_bytes(shape) / (med * 1e-6) / 1e9
+        if note:
+            row["detail"] += "; " + note
+        try:
+            ref = self.reference(q, k, v, case)
+            row["correctness"] = self.correctness(out, ref)
+            if not row["correctness"]["passed"]:
+                row["status"] = "failed: output differs from the float64 reference"
+        except RuntimeError as e:
+            row["detail"] += "; reference not computed: " + one_line(e, 200)
+        finally:
+            del out
+            t.cuda.empty_cache()
+        return row
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        backends = parse_backends(args.backends)
+        cases = load_cases(args.cases)
+        out_dir = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(out_dir):
+            raise UsageError(f"output folder does not exist: {out_dir}")
+        torch = import_torch()
+        try:
+            runner = Runner(torch, args.device, args.seed)
+        except (RuntimeError, ValueError, AssertionError) as e:
+            raise UsageError(f"cannot use device {args.device}: {one_line(e)}") from None
+    except UsageError as e:
+        fail(str(e))
+    rows = []
+    write_atomic(args.out, rows)
+    for case in cases:
+        for backend in backends:
+            try:
+                row = runner.run_case(case, backend)
+            except KeyboardInterrupt:
+                print("peers.py: interrupted; rows so far are in " + args.out, file=sys.stderr)
+                return 130
+            except Exception as e:  # one broken case must not lose the others
+                row = {
+                    "suite": case["suite"],
+                    "case": case["case"],
+                    "implementation": "torch",
+                    "backend": backend,
+                    "precision": case["precision"],
+                    "shape": {k: case["shape"][k] for k in SHAPE_KEYS},
+                    "causal": case["causal"],
+                    "mode": case["mode"],
+                    "stats": None,
+                    "tflops": None,
+                    "gbps": None,
+                    "pct_of_ceiling": None,
+                    "correctness": None,
+                    "status": "failed: " + one_line(f"{type(e).__name__}: {e}"),
+                }
+            rows.append(row)
+            write_atomic(args.out, rows)
+            med = row["stats"]["median_us"] if row["stats"] else None
+            shown = f"{med:.2f} us" if med is not None else row["status"]
+            print(f"{case['suite']}/{case['case']} {case['precision']} {backend}: {shown}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
