@@ -26,6 +26,21 @@ pub struct Located {
     pub path: String,
 }
 
+const CUBLASLT_NAMES: [&str; 2] = ["libcublasLt.so.13", "libcublasLt.so.12"];
+static CUBLASLT: OnceLock<std::result::Result<Located, Vec<String>>> = OnceLock::new();
+
+/// Makes cuBLASLt loadable for cudarc (the lab's GEMM ceiling), or explains where it looked.
+pub fn ensure_cublaslt() -> Result<Located> {
+    CUBLASLT
+        .get_or_init(|| locate("SDPA_CUBLASLT_PATH", &CUBLASLT_NAMES, &nvrtc_dirs(), false))
+        .clone()
+        .map_err(|looked| Error::LibraryNotFound {
+            what: "cuBLASLt (libcublasLt.so.13)",
+            looked,
+            fix: "install the CUDA toolkit or `pip install nvidia-cublas`, or set SDPA_CUBLASLT_PATH to the folder holding libcublasLt.so.13",
+        })
+}
+
 static NVRTC: OnceLock<std::result::Result<Located, Vec<String>>> = OnceLock::new();
 static DRIVER: OnceLock<std::result::Result<Located, Vec<String>>> = OnceLock::new();
 
@@ -159,6 +174,7 @@ fn nvrtc_dirs() -> Vec<PathBuf> {
     for sp in python_site_packages() {
         dirs.push(sp.join("nvidia/cu13/lib"));
         dirs.push(sp.join("nvidia/cuda_nvrtc/lib"));
+        dirs.push(sp.join("nvidia/cublas/lib"));
     }
     for var in ["CUDA_HOME", "CUDA_PATH"] {
         if let Some(h) = std::env::var_os(var) {

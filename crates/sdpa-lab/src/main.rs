@@ -3,9 +3,11 @@
 
 mod attn_io;
 mod bench;
+mod ceilings;
 mod cmd;
 mod manifest;
 mod report;
+mod timing;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -37,6 +39,10 @@ enum Command {
     /// One forward pass on tensors from a safetensors file (q, k, v, and q_descale,
     /// k_descale, v_descale for FP8 inputs), writing o (and lse) to a safetensors file.
     Attn(cmd::attn::Args),
+    /// Robust timings (CUDA events, warm-up, >= 100 runs; cold, hot or graph mode) of our
+    /// kernels on a suite, with cuBLASLt GEMM and copy ceilings and, with --peers, PyTorch's
+    /// SDPA backends on the same shapes in the same run. Writes bench.json.
+    Bench(cmd::bench::Args),
     /// Offline: read an artifacts folder (bench*.json and optional check.json, verify.json,
     /// manifest.json, stages.json) and write summary.md with tables and SVG plots.
     Report(cmd::report::Args),
@@ -49,6 +55,7 @@ fn main() -> ExitCode {
         Command::Env(a) => cmd::env::run(a),
         Command::Verify(a) => cmd::verify::run(a),
         Command::Attn(a) => cmd::attn::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
         Command::Report(a) => cmd::report::run(a),
     };
     match result {

@@ -10,44 +10,8 @@
 use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use fp8_sdpa::{Error, Result};
-use serde::{Deserialize, Serialize};
-use std::str::FromStr;
+pub use crate::bench::suites::TimingMode as Mode;
 use std::sync::Arc;
-
-/// How runs are timed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// L2 flushed before each run.
-    Cold,
-    /// Input sets rotated.
-    Hot,
-    /// CUDA-graph replay of several launches.
-    Graph,
-}
-
-impl Mode {
-    /// Lowercase name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Cold => "cold",
-            Mode::Hot => "hot",
-            Mode::Graph => "graph",
-        }
-    }
-}
-
-impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Mode, String> {
-        match s {
-            "cold" => Ok(Mode::Cold),
-            "hot" => Ok(Mode::Hot),
-            "graph" => Ok(Mode::Graph),
-            _ => Err(format!("unknown mode '{s}': expected cold, hot or graph")),
-        }
-    }
-}
 
 /// How many runs.
 #[derive(Debug, Clone, Copy)]
@@ -161,15 +125,3 @@ pub fn time_runs(
     Ok(times)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn modes_parse() {
-        for m in [Mode::Cold, Mode::Hot, Mode::Graph] {
-            assert_eq!(m.name().parse::<Mode>().unwrap(), m);
-        }
-        assert!("warm".parse::<Mode>().unwrap_err().contains("cold, hot or graph"));
-    }
-}

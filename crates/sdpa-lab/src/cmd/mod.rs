@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod attn;
+pub mod bench;
 pub mod check;
 pub mod env;
 pub mod report;
