@@ -254,6 +254,13 @@ impl Variant {
                 if self.warp_spec && !self.cp_async {
                     return fail("warp specialization issues its loads with cp_async".into());
                 }
+                if self.warp_spec && self.stages < 2 {
+                    return fail(
+                        "warp specialization needs stages >= 2 (producers fill one slot while \
+                         consumers read another)"
+                            .into(),
+                    );
+                }
             }
             Family::Hopper => {
                 if !self.warps.is_multiple_of(4) || !self.warp_spec || self.producer_warps != 4 {
@@ -426,13 +433,21 @@ impl KernelSpec {
         match v.family {
             Family::Reference | Family::Decode | Family::Hopper => 0,
             Family::Portable => {
-                // Q tile (16-bit), then `stages` K and V tiles in the K/V storage type,
-                // rows padded by 16 bytes unless swizzled.
+                // portable.cu's layout: Q tile (16-bit); `stages` K and V tiles in the K/V
+                // storage type (16-bit rows padded by 16 bytes unless swizzled, 8-bit rows
+                // dense); for 8-bit K/V one 16-bit K and V staging tile they are decoded
+                // into; for the scalar P·V baseline an fp32 P tile of tile_n + 4 columns.
                 let pad = if v.swizzle { 0 } else { 16 };
-                let kv_bytes = self.precision.kv().size() as u32;
-                let q_row = d * 2 + pad;
-                let kv_row = d * kv_bytes + pad;
-                v.tile_m * q_row + v.stages * 2 * v.tile_n * kv_row
+                let row16 = d * 2 + pad;
+                let kv8 = self.precision.kv().size() == 1;
+                let kv_tile = v.tile_n * if kv8 { d } else { row16 };
+                let staging = if kv8 { 2 * v.tile_n * row16 } else { 0 };
+                let p_tile = if v.tc_pv {
+                    0
+                } else {
+                    v.tile_m * (v.tile_n + 4) * 4
+                };
+                v.tile_m * row16 + v.stages * 2 * kv_tile + staging + p_tile
             }
         }
     }

@@ -7,10 +7,10 @@
 //! - graph: `per_graph` launches are captured in one CUDA graph; each timed run replays the
 //!   graph and counts time / `per_graph` (launch overhead out, for tiny shapes).
 
+pub use crate::bench::suites::TimingMode as Mode;
 use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use fp8_sdpa::{Error, Result};
-pub use crate::bench::suites::TimingMode as Mode;
 use std::sync::Arc;
 
 /// How many runs.
@@ -28,7 +28,12 @@ pub struct Protocol {
 
 impl Default for Protocol {
     fn default() -> Self {
-        Protocol { warmup: 10, iters: 100, budget_s: 5.0, per_graph: 20 }
+        Protocol {
+            warmup: 10,
+            iters: 100,
+            budget_s: 5.0,
+            per_graph: 20,
+        }
     }
 }
 
@@ -41,7 +46,9 @@ impl Flusher {
     /// Allocates `2 * l2_bytes` (at least 64 MiB).
     pub fn new(stream: &Arc<CudaStream>, l2_bytes: u64) -> Result<Flusher> {
         let n = (2 * l2_bytes).max(64 << 20) as usize;
-        let buf = stream.alloc_zeros::<u8>(n).map_err(Error::driver("allocating the L2 flush buffer"))?;
+        let buf = stream
+            .alloc_zeros::<u8>(n)
+            .map_err(Error::driver("allocating the L2 flush buffer"))?;
         Ok(Flusher { buf })
     }
 
@@ -50,7 +57,8 @@ impl Flusher {
         let n = self.buf.len();
         let (p, _g) = self.buf.device_ptr_mut(stream);
         // SAFETY: p is a live allocation of n bytes.
-        unsafe { cudarc::driver::result::memset_d8_async(p, 0x5a, n, stream.cu_stream()) }.map_err(Error::driver("flushing L2"))
+        unsafe { cudarc::driver::result::memset_d8_async(p, 0x5a, n, stream.cu_stream()) }
+            .map_err(Error::driver("flushing L2"))
     }
 }
 
@@ -64,14 +72,19 @@ pub fn time_runs(
     mut launch: impl FnMut(usize) -> Result<()>,
 ) -> Result<Vec<f64>> {
     let ctx = stream.context();
-    let ev = |_: ()| ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(Error::driver("creating an event"));
+    let ev = |_: ()| {
+        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(Error::driver("creating an event"))
+    };
     let (start, end) = (ev(())?, ev(())?);
     let graph = if mode == Mode::Graph {
         for i in 0..proto.warmup.max(1) {
             launch(i)?;
         }
         stream.synchronize().map_err(Error::driver("warm-up"))?;
-        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(Error::driver("beginning graph capture"))?;
+        stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(Error::driver("beginning graph capture"))?;
         let mut captured = Ok(());
         for i in 0..proto.per_graph {
             if let Err(e) = launch(i) {
@@ -99,7 +112,11 @@ pub fn time_runs(
         }
     }
     stream.synchronize().map_err(Error::driver("warm-up"))?;
-    let per = if graph.is_some() { proto.per_graph as f64 } else { 1.0 };
+    let per = if graph.is_some() {
+        proto.per_graph as f64
+    } else {
+        1.0
+    };
     let t0 = std::time::Instant::now();
     let mut times = Vec::with_capacity(proto.iters);
     let mut i = 0usize;
@@ -109,13 +126,18 @@ pub fn time_runs(
                 f.flush(stream)?;
             }
         }
-        start.record(stream).map_err(Error::driver("recording an event"))?;
+        start
+            .record(stream)
+            .map_err(Error::driver("recording an event"))?;
         match &graph {
             Some(g) => g.launch().map_err(Error::driver("replaying the graph"))?,
             None => launch(proto.warmup + i)?,
         }
-        end.record(stream).map_err(Error::driver("recording an event"))?;
-        let ms = start.elapsed_ms(&end).map_err(Error::driver("reading an event"))?;
+        end.record(stream)
+            .map_err(Error::driver("recording an event"))?;
+        let ms = start
+            .elapsed_ms(&end)
+            .map_err(Error::driver("reading an event"))?;
         times.push(ms as f64 * 1000.0 / per);
         i += 1;
         if times.len() >= 10 && t0.elapsed().as_secs_f64() > proto.budget_s {
@@ -124,4 +146,3 @@ pub fn time_runs(
     }
     Ok(times)
 }
-

@@ -33,11 +33,18 @@ pub const FP8: KernelSource = KernelSource {
     entry: "quantize_e4m3_bshd",
 };
 
+const PORTABLE: KernelSource = KernelSource {
+    name: "portable.cu",
+    text: include_str!("portable.cu"),
+    entry: "sdpa_portable",
+};
+
 /// The source for a family, or `None` while that family has no kernel yet.
 pub fn source(family: Family) -> Option<KernelSource> {
     match family {
         Family::Reference => Some(REFERENCE),
-        Family::Portable | Family::Hopper | Family::Decode => None,
+        Family::Portable => Some(PORTABLE),
+        Family::Hopper | Family::Decode => None,
     }
 }
 

@@ -1,15 +1,25 @@
 //! The registered kernel specs: what `sdpa-lab check` compiles and `verify` runs, and the
 //! shipped default per problem class.
+//!
+//! Portable family: the shipped defaults (one per arch class and head dim, see
+//! [`default_variant`]) plus knob-coverage variants, so that every knob of the family is
+//! compiled and verified both on and off. A variant is registered only for the problem
+//! classes its predicate accepts (shared memory must fit sm_80's and sm_90a's opt-in limit,
+//! since `check` gates both).
 
+use crate::arch::Arch;
 use crate::dtype::Precision;
 use crate::variant::{KernelSpec, Variant, HEAD_DIMS};
 
 /// Every registered spec: each family's registered variants over the problem classes it serves.
 pub fn registered() -> Vec<KernelSpec> {
     let mut out = Vec::new();
-    for variant in variants() {
+    for (variant, serves) in registered_variants() {
         for precision in Precision::ALL {
             for head_dim in HEAD_DIMS {
+                if !serves(precision, head_dim) {
+                    continue;
+                }
                 for causal in [false, true] {
                     out.push(KernelSpec {
                         variant,
@@ -24,18 +34,166 @@ pub fn registered() -> Vec<KernelSpec> {
     out
 }
 
-/// The registered variants.
-pub fn variants() -> Vec<Variant> {
-    vec![Variant::reference()]
+/// Which problem classes (precision, head dim) a registered variant is compiled for.
+pub type Serves = fn(Precision, u32) -> bool;
+
+fn all(_: Precision, _: u32) -> bool {
+    true
+}
+fn d64(_: Precision, d: u32) -> bool {
+    d == 64
+}
+fn d128(_: Precision, d: u32) -> bool {
+    d == 128
+}
+fn d256(_: Precision, d: u32) -> bool {
+    d == 256
+}
+fn d64_128(_: Precision, d: u32) -> bool {
+    d <= 128
 }
 
-/// The shipped default for a problem class.
-pub fn default_variant(
-    _arch: crate::Arch,
-    _precision: Precision,
-    _head_dim: u32,
-    _causal: bool,
-) -> Variant {
-    // Only the reference family exists so far.
-    Variant::reference()
+fn v(key: &str) -> Variant {
+    key.parse()
+        .unwrap_or_else(|e| panic!("registered variant key {key}: {e}"))
+}
+
+/// Arch classes the portable defaults distinguish: shared memory per block decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ArchClass {
+    /// sm_80: 163 KB per block, 164 KB per SM.
+    Ampere,
+    /// sm_86 / sm_89: 99 KB per block.
+    SmallSmem,
+    /// sm_90a: 227 KB per block, 228 KB per SM.
+    Hopper,
+}
+
+fn arch_class(arch: Arch) -> ArchClass {
+    match arch {
+        Arch::Sm80 => ArchClass::Ampere,
+        Arch::Sm86 | Arch::Sm89 => ArchClass::SmallSmem,
+        Arch::Sm90a => ArchClass::Hopper,
+    }
+}
+
+/// The shipped portable variant for a problem class. All defaults use cp.async, a 2-stage
+/// swizzled ring, tensor-core P·V, light barriers and `ex2.approx`; they differ in tile and
+/// warp shape by head dim and by the arch's shared memory (see docs/perf-notes.md).
+/// Precision and causality do not change the choice today (8-bit K/V needs no more shared
+/// memory than 16-bit at 2 stages); the parameters are there so a tuned table can.
+pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: bool) -> Variant {
+    let _ = (precision, causal);
+    let key = match (arch_class(arch), head_dim) {
+        // 4 warps x 32 rows (Q re-read from shared memory), 64 keys per step: 48 KB and
+        // ~235 registers, two blocks per SM.
+        (_, 64) => "portable.m128.n64.w4.s2.b2.ctelx",
+        // 8 warps x 16 rows, Q in registers: ~210 registers, 96 KB, one block per SM.
+        (_, 128) => "portable.m128.n64.w8.s2.b1.ctelx",
+        // sm_86/89 (99 KB per block): 4 warps x 16 rows, 32 keys per step, 96 KB.
+        (ArchClass::SmallSmem, _) => "portable.m64.n32.w4.s2.b1.ctelx",
+        // 8 warps x 16 rows, 32 keys per step: O alone is 128 registers; 128 KB.
+        (ArchClass::Ampere | ArchClass::Hopper, _) => "portable.m128.n32.w8.s2.b1.ctelx",
+    };
+    v(key)
+}
+
+/// The registered variants with the problem classes each serves.
+pub fn registered_variants() -> Vec<(Variant, Serves)> {
+    let mut out: Vec<(Variant, Serves)> = vec![(Variant::reference(), all)];
+    // Shipped defaults, for the head dims they are the default of.
+    out.push((v("portable.m128.n64.w4.s2.b2.ctelx"), d64));
+    out.push((v("portable.m128.n64.w8.s2.b1.ctelx"), d128));
+    out.push((v("portable.m128.n32.w8.s2.b1.ctelx"), d256));
+    out.push((v("portable.m64.n32.w4.s2.b1.ctelx"), d256));
+    // Knob coverage (each knob on and off at least once; see docs/perf-notes.md).
+    // cp.async off (plain loads through registers, 1 stage), accurate exp2.
+    out.push((v("portable.m64.n32.w4.s1.b1.tlx"), all));
+    // Scalar P·V baseline, block barriers, padded rows, accurate exp2.
+    out.push((v("portable.m64.n32.w4.s1.b1.c"), all));
+    // Warp specialization: 4 consumer warps (32 rows each) + 1 producer, 3 stages.
+    out.push((v("portable.m128.n64.w5.s3.b1.ctw1elx"), d64));
+    // Warp specialization: 4 consumers (16 rows each) + 1 producer, 2 stages.
+    out.push((v("portable.m64.n32.w5.s2.b1.ctw1elx"), all));
+    // Persistent grid, 3 stages, block barriers, padded rows, 16 rows per warp.
+    out.push((v("portable.m64.n64.w4.s3.b2.ctpe"), d64_128));
+    // 8 warps x 16 rows, 128 keys per step, 4 stages.
+    out.push((v("portable.m128.n128.w8.s4.b1.ctelx"), d64));
+    // Persistent + warp specialization with 2 producers.
+    out.push((v("portable.m64.n64.w6.s2.b1.ctw2pelx"), d64_128));
+    out
+}
+
+/// The registered variants.
+pub fn variants() -> Vec<Variant> {
+    registered_variants().into_iter().map(|(v, _)| v).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::variant::{Family, SyncPolicy};
+
+    #[test]
+    fn registered_specs_are_valid_on_the_checked_arches() {
+        for s in registered() {
+            for a in [Arch::Sm80, Arch::Sm90a] {
+                s.validate(a)
+                    .unwrap_or_else(|e| panic!("{} on {a}: {e}", s.key()));
+            }
+        }
+    }
+
+    #[test]
+    fn defaults_are_registered_and_fit() {
+        let reg = registered();
+        for a in Arch::ALL {
+            for p in Precision::ALL {
+                for d in HEAD_DIMS {
+                    for c in [false, true] {
+                        let variant = default_variant(a, p, d, c);
+                        let spec = KernelSpec {
+                            variant,
+                            precision: p,
+                            head_dim: d,
+                            causal: c,
+                        };
+                        spec.validate(a)
+                            .unwrap_or_else(|e| panic!("{} on {a}: {e}", spec.key()));
+                        assert!(reg.contains(&spec), "default {} not registered", spec.key());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_portable_knob_is_covered_both_ways() {
+        let vs: Vec<Variant> = variants()
+            .into_iter()
+            .filter(|v| v.family == Family::Portable)
+            .collect();
+        let both = |f: &dyn Fn(&Variant) -> bool| vs.iter().any(f) && vs.iter().any(|v| !f(v));
+        assert!(both(&|v| v.cp_async));
+        assert!(both(&|v| v.tc_pv));
+        assert!(both(&|v| v.warp_spec));
+        assert!(both(&|v| v.persistent));
+        assert!(both(&|v| v.fast_exp));
+        assert!(both(&|v| v.sync == SyncPolicy::Light));
+        assert!(both(&|v| v.swizzle));
+        assert!(both(&|v| v.min_blocks > 1));
+        for s in 1..=4 {
+            assert!(vs.iter().any(|v| v.stages == s), "stages {s}");
+        }
+        for n in [32, 64, 128] {
+            assert!(vs.iter().any(|v| v.tile_n == n), "tile_n {n}");
+        }
+        for r in [1, 2] {
+            assert!(
+                vs.iter()
+                    .any(|v| v.tile_m / (16 * (v.warps - v.producer_warps)) == r),
+                "{r} m16 fragments per warp"
+            );
+        }
+    }
 }

@@ -1,13 +1,17 @@
 //! `sdpa-lab bench`: robust timings of our kernels, with the ceilings and (with `--peers`)
 //! PyTorch's SDPA backends measured in the same run under the same protocol.
 
-use crate::bench::record::{read_peer_rows, write_peer_cases, BenchRow, BenchWriter, Correctness, PeerCase, IMPL_OURS};
+use crate::bench::record::{
+    read_peer_rows, write_peer_cases, BenchRow, BenchWriter, Correctness, PeerCase, IMPL_OURS,
+};
 use crate::bench::stats::Stats;
 use crate::bench::suites::{cases, BenchCase, Suite, TimingMode};
 use crate::timing::{time_runs, Flusher, Protocol};
 use cudarc::driver::{CudaSlice, CudaStream};
 use fp8_sdpa::metrics::Thresholds;
-use fp8_sdpa::runtime::{Attention, CallOptions, Descale, Device, KernelChoice, TensorMut, TensorRef, VecRef};
+use fp8_sdpa::runtime::{
+    Attention, CallOptions, Descale, Device, KernelChoice, TensorMut, TensorRef, VecRef,
+};
 use fp8_sdpa::{dispatch, AttnParams, DType, Error, Layout, Result, Variant};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -60,11 +64,20 @@ struct Inputs {
 /// Fills `n` elements of `dtype` from a fixed normal pattern (never zeros: speed depends on
 /// the bits). FP8 codes are the pattern scaled by 16 and encoded, so the descale is 1/16.
 fn pattern_bytes(dtype: DType, n: usize, salt: u64) -> Result<Vec<u8>> {
-    let base = fp8_sdpa::inputs::generate(salt, 1 << 16, 64, fp8_sdpa::inputs::Distribution::Normal);
-    let vals: Vec<f32> = (0..n).map(|i| base[(i * 7 + salt as usize) % base.len()]).collect();
+    let base =
+        fp8_sdpa::inputs::generate(salt, 1 << 16, 64, fp8_sdpa::inputs::Distribution::Normal);
+    let vals: Vec<f32> = (0..n)
+        .map(|i| base[(i * 7 + salt as usize) % base.len()])
+        .collect();
     Ok(match dtype {
-        DType::E4m3 => vals.iter().map(|&x| fp8_sdpa::fp8::e4m3::encode_f32(x * 16.0)).collect(),
-        DType::SimFp8 => vals.iter().map(|&x| fp8_sdpa::fp8::simfp8::encode(x, 1.0 / 16.0)).collect(),
+        DType::E4m3 => vals
+            .iter()
+            .map(|&x| fp8_sdpa::fp8::e4m3::encode_f32(x * 16.0))
+            .collect(),
+        DType::SimFp8 => vals
+            .iter()
+            .map(|&x| fp8_sdpa::fp8::simfp8::encode(x, 1.0 / 16.0))
+            .collect(),
         _ => fp8_sdpa::inputs::to_bytes(dtype, &vals)?,
     })
 }
@@ -85,21 +98,52 @@ fn upload(stream: &Arc<CudaStream>, case: &BenchCase, sets: usize) -> Result<Inp
         ]);
     }
     let ds = |t: DType, heads: usize| -> Result<Option<CudaSlice<f32>>> {
-        Ok(if t.is_scaled() { Some(stream.clone_htod(&vec![1.0f32 / 16.0; heads]).map_err(drv("uploading descales"))?) } else { None })
+        Ok(if t.is_scaled() {
+            Some(
+                stream
+                    .clone_htod(&vec![1.0f32 / 16.0; heads])
+                    .map_err(drv("uploading descales"))?,
+            )
+        } else {
+            None
+        })
     };
-    let descales = [ds(p.q(), s.heads_q)?, ds(p.kv(), s.heads_kv)?, ds(p.kv(), s.heads_kv)?];
-    let o = stream.alloc_zeros::<u8>(s.q_len() * p.out().size()).map_err(drv("allocating O"))?;
-    Ok(Inputs { sets: out, descales, o })
+    let descales = [
+        ds(p.q(), s.heads_q)?,
+        ds(p.kv(), s.heads_kv)?,
+        ds(p.kv(), s.heads_kv)?,
+    ];
+    let o = stream
+        .alloc_zeros::<u8>(s.q_len() * p.out().size())
+        .map_err(drv("allocating O"))?;
+    Ok(Inputs {
+        sets: out,
+        descales,
+        o,
+    })
 }
 
-fn launch(dev: &Device, stream: &Arc<CudaStream>, case: &BenchCase, inp: &mut Inputs, set: usize, kernel: KernelChoice, check: bool) -> Result<()> {
+fn launch(
+    dev: &Device,
+    stream: &Arc<CudaStream>,
+    case: &BenchCase,
+    inp: &mut Inputs,
+    set: usize,
+    kernel: KernelChoice,
+    check: bool,
+) -> Result<()> {
     let s = &case.shape;
     let p = case.precision;
     let st: &CudaStream = stream;
     let qd = [s.batch, s.seq_q, s.heads_q, s.head_dim];
     let kd = [s.batch, s.seq_kv, s.heads_kv, s.head_dim];
     let [q, k, v] = &inp.sets[set % inp.sets.len()];
-    let d = |i: usize| inp.descales[i].as_ref().map(|x| Descale { values: VecRef::new(x, st), batch_stride: 0 });
+    let d = |i: usize| {
+        inp.descales[i].as_ref().map(|x| Descale {
+            values: VecRef::new(x, st),
+            batch_stride: 0,
+        })
+    };
     let a = Attention {
         q: TensorRef::contiguous(q, st, p.q(), qd, Layout::Bshd)?,
         k: TensorRef::contiguous(k, st, p.kv(), kd, Layout::Bshd)?,
@@ -111,49 +155,107 @@ fn launch(dev: &Device, stream: &Arc<CudaStream>, case: &BenchCase, inp: &mut In
         v_descale: d(2),
         params: AttnParams::default_for(s.head_dim, case.causal),
     };
-    dev.attention(stream, &a, CallOptions { kernel, check_descales: check })?;
+    dev.attention(
+        stream,
+        &a,
+        CallOptions {
+            kernel,
+            check_descales: check,
+        },
+    )?;
     Ok(())
 }
 
 /// Output of the GPU reference kernel (fp32 math, verified against the CPU reference) on
 /// set 0 of the inputs, as f32.
-fn reference_out(dev: &Device, stream: &Arc<CudaStream>, case: &BenchCase, inp: &mut Inputs) -> Result<Vec<f32>> {
-    launch(dev, stream, case, inp, 0, KernelChoice::Variant(Variant::reference()), true)?;
+fn reference_out(
+    dev: &Device,
+    stream: &Arc<CudaStream>,
+    case: &BenchCase,
+    inp: &mut Inputs,
+) -> Result<Vec<f32>> {
+    launch(
+        dev,
+        stream,
+        case,
+        inp,
+        0,
+        KernelChoice::Variant(Variant::reference()),
+        true,
+    )?;
     read_out(stream, case, inp)
 }
 
 fn read_out(stream: &Arc<CudaStream>, case: &BenchCase, inp: &Inputs) -> Result<Vec<f32>> {
     stream.synchronize().map_err(Error::driver("running"))?;
-    let bytes = stream.clone_dtoh(&inp.o).map_err(Error::driver("reading O"))?;
+    let bytes = stream
+        .clone_dtoh(&inp.o)
+        .map_err(Error::driver("reading O"))?;
     Ok(fp8_sdpa::harness::decode_out(case.precision.out(), &bytes))
 }
 
 /// Times one variant on one case; the row carries stats and correctness against the GPU
 /// reference kernel.
-fn bench_one(dev: &Device, stream: &Arc<CudaStream>, case: &BenchCase, mode: TimingMode, variant: Variant, iters: usize, flusher: &mut Flusher) -> BenchRow {
+fn bench_one(
+    dev: &Device,
+    stream: &Arc<CudaStream>,
+    case: &BenchCase,
+    mode: TimingMode,
+    variant: Variant,
+    iters: usize,
+    flusher: &mut Flusher,
+) -> BenchRow {
     let row = BenchRow::new(case, IMPL_OURS, &variant.key(), mode);
-    let spec = fp8_sdpa::KernelSpec { variant, precision: case.precision, head_dim: case.shape.head_dim as u32, causal: case.causal };
+    let spec = fp8_sdpa::KernelSpec {
+        variant,
+        precision: case.precision,
+        head_dim: case.shape.head_dim as u32,
+        causal: case.causal,
+    };
     if let Err(e) = spec.validate(dev.info().arch) {
         return row.skipped(e.to_string());
     }
     let mut run = || -> Result<BenchRow> {
-        let in_bytes = case.shape.q_len() * case.precision.q().size() + 2 * case.shape.kv_len() * case.precision.kv().size();
-        let sets = if mode == TimingMode::Hot { ((2 * dev.info().l2_bytes as usize) / in_bytes.max(1) + 2).min(64) } else { 1 };
+        let in_bytes = case.shape.q_len() * case.precision.q().size()
+            + 2 * case.shape.kv_len() * case.precision.kv().size();
+        let sets = if mode == TimingMode::Hot {
+            ((2 * dev.info().l2_bytes as usize) / in_bytes.max(1) + 2).min(64)
+        } else {
+            1
+        };
         let mut inp = upload(stream, case, sets)?;
         let reference = reference_out(dev, stream, case, &mut inp)?;
         let kernel = KernelChoice::Variant(variant);
         launch(dev, stream, case, &mut inp, 0, kernel, true)?;
         let got = read_out(stream, case, &inp)?;
         let t = Thresholds::for_precision(case.precision);
-        let e = t.compare(&got, &reference.iter().map(|&x| x as f64).collect::<Vec<_>>())?;
+        let e = t.compare(
+            &got,
+            &reference.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+        )?;
         let passed = t.check(&e).is_ok();
-        let proto = Protocol { warmup: 10, iters: iters.max(100), budget_s: 5.0, per_graph: crate::bench::suites::GRAPH_CALLS };
-        let times = time_runs(stream, mode, proto, Some(flusher), |i| launch(dev, stream, case, &mut inp, i, kernel, false))?;
+        let proto = Protocol {
+            warmup: 10,
+            iters: iters.max(100),
+            budget_s: 5.0,
+            per_graph: crate::bench::suites::GRAPH_CALLS,
+        };
+        let times = time_runs(stream, mode, proto, Some(flusher), |i| {
+            launch(dev, stream, case, &mut inp, i, kernel, false)
+        })?;
         let mut row = row.clone();
-        row.stats = Some(Stats::from_samples(&times).map_err(|e| Error::Unsupported(format!("{e:?}")))?);
-        row.correctness = Some(Correctness { max_abs: e.max_abs, rel_l2: e.rel_l2, passed });
+        row.stats =
+            Some(Stats::from_samples(&times).map_err(|e| Error::Unsupported(format!("{e:?}")))?);
+        row.correctness = Some(Correctness {
+            max_abs: e.max_abs,
+            rel_l2: e.rel_l2,
+            passed,
+        });
         if !passed {
-            row = row.failed(format!("output differs from the GPU reference: {}", t.check(&e).unwrap_err()));
+            row = row.failed(format!(
+                "output differs from the GPU reference: {}",
+                t.check(&e).unwrap_err()
+            ));
         }
         Ok(row)
     };
@@ -164,58 +266,109 @@ fn bench_one(dev: &Device, stream: &Arc<CudaStream>, case: &BenchCase, mode: Tim
 pub fn bench(a: &Args, manifest: serde_json::Value) -> Result<(PathBuf, bool)> {
     let suites = Suite::parse_list(&a.suite).map_err(Error::InvalidInput)?;
     let variants: Vec<Variant> = a.variant.iter().map(|k| k.parse()).collect::<Result<_>>()?;
-    let dev = crate::cmd::env::open_device(a.device).map_err(|e| Error::Unsupported(format!("bench needs a GPU: {e}")))?;
+    let dev = crate::cmd::env::open_device(a.device)
+        .map_err(|e| Error::Unsupported(format!("bench needs a GPU: {e}")))?;
     // One stream, no cross-stream hazards; cudarc's per-use events would land in graphs.
     // SAFETY: nothing else uses this context concurrently.
     unsafe { dev.context().disable_event_tracking() };
     let stream = dev.new_stream()?;
-    let (ceilings, notes) = if a.no_ceilings { (Vec::new(), vec!["ceilings not measured (--no-ceilings)".to_string()]) } else { crate::ceilings::measure(&stream) };
-    let mut writer = BenchWriter::create(&a.out, manifest, ceilings.clone()).map_err(|e| Error::InvalidInput(format!("{e}")))?;
+    let (ceilings, notes) = if a.no_ceilings {
+        (
+            Vec::new(),
+            vec!["ceilings not measured (--no-ceilings)".to_string()],
+        )
+    } else {
+        crate::ceilings::measure(&stream)
+    };
+    let mut writer = BenchWriter::create(&a.out, manifest, ceilings.clone())
+        .map_err(|e| Error::InvalidInput(format!("{e}")))?;
     for n in notes {
-        writer.note(n).map_err(|e| Error::InvalidInput(format!("{e}")))?;
+        writer
+            .note(n)
+            .map_err(|e| Error::InvalidInput(format!("{e}")))?;
     }
     let all: Vec<BenchCase> = suites.iter().flat_map(|s| cases(*s, a.quick)).collect();
     let mut flusher = Flusher::new(&stream, dev.info().l2_bytes)?;
     let bar = ProgressBar::new(all.len() as u64);
-    bar.set_style(ProgressStyle::with_template("bench {bar:40} {pos}/{len} cases, {elapsed} ({eta} left) {msg}").expect("template"));
+    bar.set_style(
+        ProgressStyle::with_template(
+            "bench {bar:40} {pos}/{len} cases, {elapsed} ({eta} left) {msg}",
+        )
+        .expect("template"),
+    );
     let mut all_ok = true;
     for case in &all {
         bar.set_message(format!("{}/{} {}", case.suite, case.name, case.precision));
         let mode = a.mode.unwrap_or(case.mode);
-        let vs = if variants.is_empty() { vec![dispatch::choose(dev.info().arch, case.precision, &case.shape, case.causal)] } else { variants.clone() };
+        let vs = if variants.is_empty() {
+            vec![dispatch::choose(
+                dev.info().arch,
+                case.precision,
+                &case.shape,
+                case.causal,
+            )]
+        } else {
+            variants.clone()
+        };
         for v in vs {
             let mut row = bench_one(&dev, &stream, case, mode, v, a.iters, &mut flusher);
             row.fill_derived(&ceilings);
             all_ok &= row.status == "ok";
-            writer.push(row).map_err(|e| Error::InvalidInput(format!("{e}")))?;
+            writer
+                .push(row)
+                .map_err(|e| Error::InvalidInput(format!("{e}")))?;
         }
         bar.inc(1);
     }
     bar.finish_and_clear();
     if a.peers {
         match crate::manifest::torch_version() {
-            Err(why) => writer.note(format!("peers not measured: {why}")).map_err(|e| Error::InvalidInput(format!("{e}")))?,
+            Err(why) => writer
+                .note(format!("peers not measured: {why}"))
+                .map_err(|e| Error::InvalidInput(format!("{e}")))?,
             Ok(_) if !a.peers_script.exists() => writer
-                .note(format!("peers not measured: {} not found (run from the repository root)", a.peers_script.display()))
+                .note(format!(
+                    "peers not measured: {} not found (run from the repository root)",
+                    a.peers_script.display()
+                ))
                 .map_err(|e| Error::InvalidInput(format!("{e}")))?,
             Ok(_) => {
                 let dir = a.out.with_extension("peers");
                 std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
                 let cases_path = dir.join("cases.json");
                 let out_path = dir.join("rows.json");
-                let peer_cases: Vec<PeerCase> = all.iter().map(|c| PeerCase::from_case(c, a.mode.unwrap_or(c.mode), 10, a.iters.max(100))).collect();
-                write_peer_cases(&cases_path, &peer_cases).map_err(|e| Error::InvalidInput(format!("{e}")))?;
-                eprintln!("peers: timing PyTorch SDPA backends on {} cases ...", peer_cases.len());
+                let peer_cases: Vec<PeerCase> = all
+                    .iter()
+                    .map(|c| PeerCase::from_case(c, a.mode.unwrap_or(c.mode), 10, a.iters.max(100)))
+                    .collect();
+                write_peer_cases(&cases_path, &peer_cases)
+                    .map_err(|e| Error::InvalidInput(format!("{e}")))?;
+                eprintln!(
+                    "peers: timing PyTorch SDPA backends on {} cases ...",
+                    peer_cases.len()
+                );
                 let status = std::process::Command::new("python3")
                     .arg(&a.peers_script)
-                    .args(["--cases", cases_path.to_str().unwrap_or_default(), "--out", out_path.to_str().unwrap_or_default()])
+                    .args([
+                        "--cases",
+                        cases_path.to_str().unwrap_or_default(),
+                        "--out",
+                        out_path.to_str().unwrap_or_default(),
+                    ])
                     .status()
                     .map_err(Error::io(&a.peers_script))?;
                 if status.success() {
-                    let rows = read_peer_rows(&out_path, &ceilings).map_err(|e| Error::InvalidInput(format!("{e}")))?;
-                    writer.extend(rows).map_err(|e| Error::InvalidInput(format!("{e}")))?;
+                    let rows = read_peer_rows(&out_path, &ceilings)
+                        .map_err(|e| Error::InvalidInput(format!("{e}")))?;
+                    writer
+                        .extend(rows)
+                        .map_err(|e| Error::InvalidInput(format!("{e}")))?;
                 } else {
-                    writer.note(format!("peers script failed ({status}); see its output above")).map_err(|e| Error::InvalidInput(format!("{e}")))?;
+                    writer
+                        .note(format!(
+                            "peers script failed ({status}); see its output above"
+                        ))
+                        .map_err(|e| Error::InvalidInput(format!("{e}")))?;
                     all_ok = false;
                 }
             }
@@ -227,7 +380,10 @@ pub fn bench(a: &Args, manifest: serde_json::Value) -> Result<(PathBuf, bool)> {
 }
 
 fn print_table(rows: &[BenchRow]) {
-    println!("{:<8} {:<22} {:<10} {:<40} {:>10} {:>8} {:>7}  status", "suite", "case", "precision", "implementation", "p50 us", "TFLOPS", "%ceil");
+    println!(
+        "{:<8} {:<22} {:<10} {:<40} {:>10} {:>8} {:>7}  status",
+        "suite", "case", "precision", "implementation", "p50 us", "TFLOPS", "%ceil"
+    );
     for r in rows {
         let f = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |v| format!("{v:.p$}"));
         println!(
@@ -247,9 +403,16 @@ fn print_table(rows: &[BenchRow]) {
 /// Runs the command.
 pub fn run(a: Args) -> Result<ExitCode> {
     let dev_for_manifest = crate::cmd::env::open_device(a.device);
-    let manifest = serde_json::to_value(crate::manifest::Manifest::take(dev_for_manifest.as_ref().map_err(|e| e.clone()))).expect("manifest serializes");
+    let manifest = serde_json::to_value(crate::manifest::Manifest::take(
+        dev_for_manifest.as_ref().map_err(|e| e.clone()),
+    ))
+    .expect("manifest serializes");
     drop(dev_for_manifest);
     let (path, ok) = bench(&a, manifest)?;
     eprintln!("wrote {}", path.display());
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

@@ -1,0 +1,568 @@
+// Portable attention forward (sm_80 and up), FlashAttention-2 style.
+//
+// One block owns TILE_M query rows of one (batch, query head); each computing warp owns
+// 16 * R of them (R = 1 or 2 m16 fragments). The block streams the key/value sequence in
+// tiles of TILE_N keys through a STAGES-deep shared-memory ring filled by cp.async, and per
+// tile each warp computes
+//     S = Q·Kᵀ              mma.sync m16n8k16, Q and K via ldmatrix, fp32 accumulators
+//     online softmax        base 2, row max/sum over the 4 lanes of a quad, in registers
+//     O += P·V              P repacked to 16 bits in registers as the A operand, V via
+//                           ldmatrix.trans (or, with TC_PV off, the scalar baseline:
+//                           P through shared memory and FMAs)
+// then writes O = acc · v_descale / l (and LSE) straight from the accumulators.
+//
+// Precisions: Q, K, V arrive as 16-bit (f16/bf16) or 8-bit codes (E4M3, or the seeds'
+// u8 code). 8-bit K/V are copied as 8-bit tiles (half the global traffic of fp16) and
+// decoded once per block into a 16-bit staging tile, which the tensor-core loop reads like
+// an fp16 tile; an 8-bit Q is decoded while it is stored to shared memory. Decoding is
+// exact, so the descales are applied in fp32: q_descale · k_descale folds into the softmax
+// scale, v_descale into the final normalization.
+//
+// Conventions mirror reference.cu and abi.cuh: bottom-right causal (query i sees key j iff
+// j <= i + seq_kv - seq_q), a row that sees no key gets O = 0 and LSE = -inf, LSE in natural
+// log, NaN in an input propagates to the rows it reaches. The softmax scale is assumed
+// positive (the row max is taken on unscaled scores).
+//
+// Grid (geometry.rs): non-persistent (ceil(seq_q / TILE_M), heads_q, batch); persistent
+// (n, 1, 1) blocks striding over tile indices t = m_block + m_blocks * (hq + heads_q * b),
+// visiting the heaviest m-blocks first under causal.
+#include "prims.cuh"
+#include "abi.cuh"
+
+#ifndef SDPA_HEAD_DIM
+#error "SDPA_HEAD_DIM must be defined"
+#endif
+
+typedef SDPA_Q_T q_t;
+typedef SDPA_KV_T kv_t;
+typedef SDPA_O_T o_t;
+typedef SDPA_COMPUTE_T c_t;
+
+namespace cfg {
+constexpr int D = SDPA_HEAD_DIM;
+constexpr int BM = SDPA_TILE_M;
+constexpr int BN = SDPA_TILE_N;
+constexpr int WARPS = SDPA_WARPS;
+constexpr bool WS = SDPA_WARP_SPEC != 0;
+constexpr int PRODUCERS = WS ? SDPA_PRODUCER_WARPS : 0;
+constexpr int CONSUMERS = WARPS - PRODUCERS;
+constexpr int R = BM / (16 * CONSUMERS);  // m16 fragments per computing warp
+constexpr int STAGES = SDPA_STAGES;
+constexpr bool CP_ASYNC = SDPA_CP_ASYNC != 0;
+constexpr bool TC_PV = SDPA_TC_PV != 0;
+constexpr bool PERSISTENT = SDPA_PERSISTENT != 0;
+constexpr bool FAST_EXP = SDPA_FAST_EXP != 0;
+constexpr bool LIGHT = SDPA_SYNC_LIGHT != 0;
+constexpr bool SWZ = SDPA_SWIZZLE != 0;
+constexpr bool CAUSAL = SDPA_CAUSAL != 0;
+constexpr bool KV8 = sizeof(kv_t) == 1;
+constexpr bool Q8 = sizeof(q_t) == 1;
+// Q fragments (R·D/4 registers) stay in registers for the whole KV loop with 16 rows per
+// warp and D <= 128 (16 or 32 registers); with 32 rows per warp the O and S accumulators
+// already take most of the budget, so Q is re-read from shared memory (ldmatrix) per tile.
+constexpr bool Q_IN_REGS = R == 1 && D <= 128;
+
+typedef Tile16<D * 2, SWZ> T16;         // 16-bit tiles: Q, K/V (16-bit inputs), staging
+constexpr int ROW16 = T16::STRIDE;
+constexpr int CH16 = D * 2 / 16;         // 16-byte chunks per 16-bit row
+constexpr int CH8 = D / 16;              // 16-byte chunks per 8-bit row (dense rows)
+constexpr int KV_TILE = BN * (KV8 ? D : ROW16);
+constexpr int P_ROW = BN + 4;            // fp32 P rows of the scalar P·V path, padded
+
+// Shared memory layout, in bytes; KernelSpec::dynamic_smem_bytes() computes the same total.
+constexpr int OFF_Q = 0;
+constexpr int OFF_KV = OFF_Q + BM * ROW16;                     // STAGES x {K, V}
+constexpr int OFF_STG = OFF_KV + STAGES * 2 * KV_TILE;         // 16-bit K, V (8-bit inputs)
+constexpr int OFF_P = OFF_STG + (KV8 ? 2 * BN * ROW16 : 0);    // scalar P·V only
+constexpr int SMEM = OFF_P + (TC_PV ? 0 : BM * P_ROW * 4);
+
+// Named barrier ids (0 is __syncthreads): consumers only; FULL[s]; EMPTY[s].
+constexpr int BAR_CONSUMERS = 1, BAR_FULL = 2, BAR_EMPTY = 2 + STAGES;
+
+static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
+static_assert(R == 1 || R == 2, "16 or 32 query rows per computing warp");
+static_assert(BM == 16 * R * CONSUMERS, "tile_m = 16 * R * computing warps");
+static_assert(BN % 16 == 0 && BN <= 128, "tile_n 32, 64 or 128");
+static_assert(STAGES >= 1 && STAGES <= 4, "1..4 stages");
+static_assert(CP_ASYNC || STAGES == 1, "a multi-stage ring needs cp.async");
+static_assert(!WS || (CP_ASYNC && STAGES >= 2 && PRODUCERS > 0), "warp specialization: cp.async, >= 2 stages");
+static_assert(BAR_EMPTY + STAGES <= 16, "16 hardware barriers");
+}  // namespace cfg
+using namespace cfg;
+
+__device__ __forceinline__ float ex2(float x) {
+    if constexpr (FAST_EXP) return exp2_fast(x);
+    else return exp2f(x);
+}
+
+// All computing threads of the block (all threads without warp specialization).
+__device__ __forceinline__ void consumer_sync() {
+    if constexpr (WS) bar_sync(BAR_CONSUMERS, CONSUMERS * 32);
+    else __syncthreads();
+}
+// The Block policy's extra barrier between steps (none under Light).
+__device__ __forceinline__ void step_sync() {
+    if constexpr (!LIGHT) consumer_sync();
+}
+
+// One 16-byte chunk from global to shared: cp.async (zero-filled when !valid) or a plain
+// load through registers.
+__device__ __forceinline__ void copy16(u32 dst, const u8* src, bool valid) {
+    if constexpr (CP_ASYNC) {
+        cp_async16(dst, src, valid);
+    } else {
+        u32x4 v = {0u, 0u, 0u, 0u};
+        if (valid) v = ldg16(src);
+        sts16(dst, v);
+    }
+}
+__device__ __forceinline__ void commit() {
+    if constexpr (CP_ASYNC) cp_async_commit();
+}
+template <int N> __device__ __forceinline__ void wait_groups() {
+    if constexpr (CP_ASYNC) cp_async_wait<(N < 0 ? 0 : N)>();
+}
+
+// Problem coordinates of one work tile.
+struct Work {
+    int m0;        // first query row
+    int hq, hkv, b;
+    int n_tiles;   // KV tiles visited (causal: only those with a visible key)
+    int diag0;     // first KV tile that needs masking (ragged tail or causal diagonal)
+    const u8* k;   // K at (b, hkv, key 0), bytes
+    const u8* v;
+    long long ks, vs;  // key strides, bytes
+};
+
+__device__ __forceinline__ Work make_work(const SdpaParams& p, int mb, int hq, int b) {
+    Work w;
+    w.m0 = mb * BM;
+    w.hq = hq;
+    w.b = b;
+    w.hkv = hq / (p.heads_q / p.heads_kv);
+    int kv_end = p.seq_kv;
+    const int off = p.seq_kv - p.seq_q;
+    if constexpr (CAUSAL) kv_end = min(p.seq_kv, w.m0 + BM + off);
+    w.n_tiles = kv_end > 0 ? (kv_end + BN - 1) / BN : 0;
+    // Tile j is fully visible to every row of the block iff its last key is < seq_kv and
+    // (causal) <= m0 + off, the first row's limit.
+    int full = p.seq_kv / BN;
+    if constexpr (CAUSAL) full = min(full, max(0, (w.m0 + off + 1) / BN));
+    w.diag0 = full;
+    w.k = (const u8*)p.k + ((long long)b * p.k_stride_b + (long long)w.hkv * p.k_stride_h) * sizeof(kv_t);
+    w.v = (const u8*)p.v + ((long long)b * p.v_stride_b + (long long)w.hkv * p.v_stride_h) * sizeof(kv_t);
+    w.ks = p.k_stride_s * (long long)sizeof(kv_t);
+    w.vs = p.v_stride_s * (long long)sizeof(kv_t);
+    return w;
+}
+
+// Issue the copies of K/V tile `j` into ring slot `slot`, by threads [0, nthreads) counted
+// from `tid`. Rows past seq_kv are zero-filled (their scores are masked; zero V keeps
+// 0 * garbage from becoming NaN).
+__device__ __forceinline__ void load_kv(u8* smem, const SdpaParams& p, const Work& w, int j, int slot,
+                                        int tid, int nthreads) {
+    const u32 base = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
+    const int n0 = j * BN;
+    constexpr int CH = KV8 ? CH8 : CH16;
+    for (int ci = tid; ci < BN * CH; ci += nthreads) {
+        const int row = ci / CH, ch = ci % CH;
+        const bool valid = n0 + row < p.seq_kv;
+        const long long r = valid ? n0 + row : 0;
+        const u32 dst = KV8 ? u32(row * D + ch * 16) : T16::off(row, ch);
+        copy16(base + dst, w.k + r * w.ks + ch * 16, valid);
+        copy16(base + KV_TILE + dst, w.v + r * w.vs + ch * 16, valid);
+    }
+}
+
+// 8-bit K/V tile in `slot` -> 16-bit staging tiles, by computing threads [0, nthreads).
+__device__ __forceinline__ void decode_kv(u8* smem, int slot, int tid, int nthreads) {
+    if constexpr (KV8) {
+        const u32 src = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
+        const u32 dst = smem_u32(smem + OFF_STG);
+        for (int ci = tid; ci < 2 * BN * CH8; ci += nthreads) {
+            const int which = ci / (BN * CH8);  // 0: K, 1: V
+            const int c = ci % (BN * CH8), row = c / CH8, ch = c % CH8;
+            const u32x4 in = lds16(src + which * KV_TILE + row * D + ch * 16);
+            u32x4 a, b;
+            decode16<kv_t, c_t>(in, a, b);
+            const u32 t = dst + which * BN * ROW16;
+            sts16(t + T16::off(row, 2 * ch), a);
+            sts16(t + T16::off(row, 2 * ch + 1), b);
+        }
+    }
+}
+
+// Q tile (rows m0..m0+BM) to shared memory as 16-bit compute values, by computing threads.
+// 16-bit Q: cp.async (or plain copies); 8-bit Q: load, decode, store. Rows past seq_q are 0.
+__device__ __forceinline__ void load_q(u8* smem, const SdpaParams& p, const Work& w, int tid, int nthreads) {
+    const u8* q = (const u8*)p.q + ((long long)w.b * p.q_stride_b + (long long)w.hq * p.q_stride_h) * sizeof(q_t);
+    const long long qs = p.q_stride_s * (long long)sizeof(q_t);
+    const u32 base = smem_u32(smem + OFF_Q);
+    if constexpr (!Q8) {
+        for (int ci = tid; ci < BM * CH16; ci += nthreads) {
+            const int row = ci / CH16, ch = ci % CH16;
+            const bool valid = w.m0 + row < p.seq_q;
+            const long long r = valid ? w.m0 + row : 0;
+            copy16(base + T16::off(row, ch), q + r * qs + ch * 16, valid);
+        }
+    } else {
+        for (int ci = tid; ci < BM * CH8; ci += nthreads) {
+            const int row = ci / CH8, ch = ci % CH8;
+            u32x4 in = {0u, 0u, 0u, 0u}, a, b;
+            if (w.m0 + row < p.seq_q) in = ldg16(q + (long long)(w.m0 + row) * qs + ch * 16);
+            decode16<q_t, c_t>(in, a, b);
+            if (w.m0 + row >= p.seq_q) a = b = in;  // zeros (u8 code 0 decodes to -128)
+            sts16(base + T16::off(row, 2 * ch), a);
+            sts16(base + T16::off(row, 2 * ch + 1), b);
+        }
+    }
+}
+
+// Per-warp state of the tensor-core loop.
+struct WarpState {
+    float o[R][D / 8][4];  // O accumulators, mma C layout: d-tile dt holds columns 8dt..8dt+7
+    float m[R][2];         // running row max (base-2 scaled), rows g and g + 8 of fragment mi
+    float l[R][2];         // running row sum, this lane's partial (quad-reduced at the end)
+    u32 q[Q_IN_REGS ? R : 1][Q_IN_REGS ? D / 16 : 1][4];  // Q A-fragments when kept in registers
+};
+
+// This lane's ldmatrix addresses for the two x4 patterns:
+//  A (Q, and V with .trans): matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7,
+//    k 8-15), (rows 8-15, k 8-15): lanes 8i..8i+7 point at row 8(i%2) + lane%8, chunk i/2.
+//    For Q that is a[0..3]; for V[key][d] with .trans it is b0, b1 of d-tile 2dp and then
+//    b0, b1 of d-tile 2dp + 1 (keys are the k dimension).
+//  B (K stored [key][d]): matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7),
+//    (n 8-15, k 8-15): lanes 8i..8i+7 point at row 8(i/2) + lane%8, chunk i%2, so r[0], r[1]
+//    are b0, b1 of n-tile 2np and r[2], r[3] those of n-tile 2np + 1.
+struct Addrs {
+    LaneAddr<T16> a, b;
+    __device__ __forceinline__ explicit Addrs(int lane)
+        : a((lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4), b((lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1) {}
+};
+
+// One KV tile: S = Q·Kᵀ, mask, online softmax, O += P·V. sk / sv: 16-bit K and V tiles.
+__device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8* smem, u32 sk, u32 sv, int j,
+                                             bool masked, int row_w, int warp, int lane, float sl2,
+                                             const SdpaParams& p) {
+    const u32 sq = smem_u32(smem + OFF_Q);
+    const int g = lane >> 2, t = lane & 3;
+    float s[R][BN / 8][4];
+#pragma unroll
+    for (int mi = 0; mi < R; ++mi)
+#pragma unroll
+        for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[mi][nt][e] = 0.f;
+
+    // ---- S = Q·Kᵀ (unscaled) ----
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        u32 qa[R][4];
+#pragma unroll
+        for (int mi = 0; mi < R; ++mi) {
+            if constexpr (Q_IN_REGS) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) qa[mi][e] = ws.q[mi][kk][e];
+            } else {
+                ldmatrix_x4(qa[mi], ad.a.at(sq, warp * 16 * R + 16 * mi, 2 * kk));
+            }
+        }
+#pragma unroll
+        for (int np = 0; np < BN / 16; ++np) {
+            u32 kb[4];
+            ldmatrix_x4(kb, ad.b.at(sk, 16 * np, 2 * kk));
+#pragma unroll
+            for (int mi = 0; mi < R; ++mi) {
+                Mma<c_t>::run(s[mi][2 * np], qa[mi], kb[0], kb[1]);
+                Mma<c_t>::run(s[mi][2 * np + 1], qa[mi], kb[2], kb[3]);
+            }
+        }
+    }
+    step_sync();
+
+    // ---- mask: keys past seq_kv, and (causal) keys past row + seq_kv - seq_q ----
+    // Element (mi, nt, e) is row row_w + 16mi + g + 8(e/2), key j·BN + 8nt + 2t + e%2.
+    if (masked) {
+        const int off = p.seq_kv - p.seq_q;
+#pragma unroll
+        for (int mi = 0; mi < R; ++mi)
+#pragma unroll
+            for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int row = row_w + 16 * mi + g + 8 * (e >> 1);
+                    const int key = j * BN + 8 * nt + 2 * t + (e & 1);
+                    bool out = key >= p.seq_kv;
+                    if constexpr (CAUSAL) out = out || key > row + off;
+                    if (out) s[mi][nt][e] = -SDPA_INF;
+                }
+    }
+
+    // ---- online softmax, base 2: p = 2^(s·sl2 - m) ----
+#pragma unroll
+    for (int mi = 0; mi < R; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float mx = -SDPA_INF;
+#pragma unroll
+            for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[mi][nt][2 * h], s[mi][nt][2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmaxf(ws.m[mi][h], mx * sl2);
+            const float m_use = m_new == -SDPA_INF ? 0.f : m_new;  // row still sees no key
+            const float corr = ex2(ws.m[mi][h] - m_use);
+            ws.m[mi][h] = m_new;
+            float sum = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+                for (int e = 2 * h; e < 2 * h + 2; ++e) {
+                    const float pe = ex2(fmaf(s[mi][nt][e], sl2, -m_use));
+                    s[mi][nt][e] = pe;
+                    sum += pe;
+                }
+            ws.l[mi][h] = ws.l[mi][h] * corr + sum;
+#pragma unroll
+            for (int dt = 0; dt < D / 8; ++dt) {
+                ws.o[mi][dt][2 * h] *= corr;
+                ws.o[mi][dt][2 * h + 1] *= corr;
+            }
+        }
+    step_sync();
+
+    // ---- O += P·V ----
+    if constexpr (TC_PV) {
+        // P's A fragment for keys 16kc..16kc+15 is the C fragments of n-tiles 2kc, 2kc+1:
+        // a[0] = (g, 2t..) = s[2kc][0,1], a[1] = (g+8, 2t..) = s[2kc][2,3],
+        // a[2] = (g, 8+2t..) = s[2kc+1][0,1], a[3] = (g+8, 8+2t..) = s[2kc+1][2,3].
+#pragma unroll
+        for (int kc = 0; kc < BN / 16; ++kc) {
+            u32 pa[R][4];
+#pragma unroll
+            for (int mi = 0; mi < R; ++mi) {
+                pa[mi][0] = pack2<c_t>(s[mi][2 * kc][0], s[mi][2 * kc][1]);
+                pa[mi][1] = pack2<c_t>(s[mi][2 * kc][2], s[mi][2 * kc][3]);
+                pa[mi][2] = pack2<c_t>(s[mi][2 * kc + 1][0], s[mi][2 * kc + 1][1]);
+                pa[mi][3] = pack2<c_t>(s[mi][2 * kc + 1][2], s[mi][2 * kc + 1][3]);
+            }
+#pragma unroll
+            for (int dp = 0; dp < D / 16; ++dp) {
+                // .trans over V[key][d]: matrices (keys 0-7, d 0-7), (keys 8-15, d 0-7),
+                // (keys 0-7, d 8-15), (keys 8-15, d 8-15) give b0, b1 of d-tile 2dp, then
+                // b0, b1 of d-tile 2dp + 1.
+                u32 vb[4];
+                ldmatrix_x4_trans(vb, ad.a.at(sv, 16 * kc, 2 * dp));
+#pragma unroll
+                for (int mi = 0; mi < R; ++mi) {
+                    Mma<c_t>::run(ws.o[mi][2 * dp], pa[mi], vb[0], vb[1]);
+                    Mma<c_t>::run(ws.o[mi][2 * dp + 1], pa[mi], vb[2], vb[3]);
+                }
+            }
+        }
+    } else {
+        // Scalar baseline: this warp's fp32 P rows to shared memory, then each lane
+        // accumulates the O elements it owns (rows g, g+8; columns 8dt + 2t, +1) with FMAs.
+        const u32 sp = smem_u32(smem + OFF_P) + u32(warp * 16 * R * P_ROW * 4);
+#pragma unroll
+        for (int mi = 0; mi < R; ++mi)
+#pragma unroll
+            for (int nt = 0; nt < BN / 8; ++nt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    sts_f32x2(sp + u32(((16 * mi + g + 8 * h) * P_ROW + 8 * nt + 2 * t) * 4), s[mi][nt][2 * h],
+                              s[mi][nt][2 * h + 1]);
+        __syncwarp();
+#pragma unroll 2
+        for (int n = 0; n < BN; ++n) {
+            float pr[R][2];
+#pragma unroll
+            for (int mi = 0; mi < R; ++mi)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) pr[mi][h] = lds_f32(sp + u32(((16 * mi + g + 8 * h) * P_ROW + n) * 4));
+#pragma unroll
+            for (int dt = 0; dt < D / 8; ++dt) {
+                // V[n][8dt + 2t .. +1]: chunk dt of row n, byte 4t within it.
+                float v0, v1;
+                unpack2(c_t{}, lds32(sv + T16::off(n, dt) + 4 * t), v0, v1);
+#pragma unroll
+                for (int mi = 0; mi < R; ++mi)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        ws.o[mi][dt][2 * h] = fmaf(pr[mi][h], v0, ws.o[mi][dt][2 * h]);
+                        ws.o[mi][dt][2 * h + 1] = fmaf(pr[mi][h], v1, ws.o[mi][dt][2 * h + 1]);
+                    }
+            }
+        }
+        __syncwarp();  // the next tile's P stores wait for every lane's reads
+    }
+    step_sync();
+}
+
+// O = acc · v_descale / l for this warp's rows, and LSE. Fully masked rows (l == 0) give 0
+// and -inf; a NaN l gives NaN.
+__device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, const Work& w, int row_w, int lane,
+                                          float v_ds) {
+    const int g = lane >> 2, t = lane & 3;
+    o_t* o = (o_t*)p.o + (long long)w.b * p.o_stride_b + (long long)w.hq * p.o_stride_h;
+#pragma unroll
+    for (int mi = 0; mi < R; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float l = ws.l[mi][h];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const bool empty = l == 0.f;
+            const float inv = empty ? 0.f : v_ds / l;
+            const int row = row_w + 16 * mi + g + 8 * h;
+            if (row < p.seq_q) {
+                o_t* orow = o + (long long)row * p.o_stride_s;
+#pragma unroll
+                for (int dt = 0; dt < D / 8; ++dt)
+                    stg_u32(orow + 8 * dt + 2 * t, pack2<o_t>(ws.o[mi][dt][2 * h] * inv, ws.o[mi][dt][2 * h + 1] * inv));
+                if (p.lse && t == 0)
+                    p.lse[((long long)w.b * p.heads_q + w.hq) * p.seq_q + row] =
+                        empty ? -SDPA_INF : (ws.m[mi][h] + log2f(l)) * 0.6931471805599453f;
+            }
+        }
+}
+
+// The computing warps' side of one work tile.
+__device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Work& w, int& it) {
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    constexpr int NT = CONSUMERS * 32;
+    const float q_ds = p.q_descale ? p.q_descale[w.b * p.q_descale_stride_b + w.hq] : 1.f;
+    const float k_ds = p.k_descale ? p.k_descale[w.b * p.kv_descale_stride_b + w.hkv] : 1.f;
+    const float v_ds = p.v_descale ? p.v_descale[w.b * p.kv_descale_stride_b + w.hkv] : 1.f;
+    const float sl2 = p.scale_log2 * q_ds * k_ds;
+    const int row_w = w.m0 + warp * 16 * R;
+    const Addrs ad(lane);
+
+    WarpState ws;
+#pragma unroll
+    for (int mi = 0; mi < R; ++mi) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            ws.m[mi][h] = -SDPA_INF;
+            ws.l[mi][h] = 0.f;
+        }
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) ws.o[mi][dt][e] = 0.f;
+    }
+
+    // Prologue: Q (its own cp.async group, the oldest), then K/V tiles 0..STAGES-2.
+    if constexpr (PERSISTENT) consumer_sync();  // the previous work tile is done with smem
+    load_q(smem, p, w, tid, NT);
+    commit();
+    if constexpr (!WS) {
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < w.n_tiles) load_kv(smem, p, w, s, s, tid, NT);
+            commit();
+        }
+        wait_groups<STAGES - 1>();  // Q landed
+    } else {
+        wait_groups<0>();
+    }
+    consumer_sync();
+    if constexpr (Q_IN_REGS) {
+        const u32 sq = smem_u32(smem + OFF_Q);
+#pragma unroll
+        for (int mi = 0; mi < R; ++mi)
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(ws.q[mi][kk], ad.a.at(sq, warp * 16 * R + 16 * mi, 2 * kk));
+        step_sync();
+    }
+
+    const u32 stg = smem_u32(smem + OFF_STG);
+    for (int j = 0; j < w.n_tiles; ++j, ++it) {
+        int slot;
+        if constexpr (WS) {
+            slot = it % STAGES;
+            bar_sync(BAR_FULL + slot, WARPS * 32);  // producers' tile landed; consumers all
+                                                     // finished the previous tile
+        } else {
+            slot = j % STAGES;
+            if constexpr (STAGES == 1) {
+                load_kv(smem, p, w, j, 0, tid, NT);
+                commit();
+                wait_groups<0>();
+                __syncthreads();
+            } else {
+                wait_groups<STAGES - 2>();  // tile j landed (this thread's copies)
+                __syncthreads();            // ... everyone's; and slot (j-1) % S is free
+                if (j + STAGES - 1 < w.n_tiles) load_kv(smem, p, w, j + STAGES - 1, (j + STAGES - 1) % STAGES, tid, NT);
+                commit();
+                step_sync();
+            }
+        }
+        u32 sk, sv;
+        if constexpr (KV8) {
+            decode_kv(smem, slot, tid, NT);
+            consumer_sync();
+            if constexpr (WS) bar_arrive(BAR_EMPTY + slot, WARPS * 32);  // 8-bit slot free
+            sk = stg;
+            sv = stg + BN * ROW16;
+        } else {
+            sk = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
+            sv = sk + KV_TILE;
+        }
+        compute_tile(ws, ad, smem, sk, sv, j, j >= w.diag0, row_w, warp, lane, sl2, p);
+        if constexpr (WS && !KV8) bar_arrive(BAR_EMPTY + slot, WARPS * 32);
+        if constexpr (!WS && STAGES == 1) __syncthreads();  // slot 0 is refilled next
+    }
+    wait_groups<0>();
+    write_out(ws, p, w, row_w, lane, v_ds);
+}
+
+// The producer warps' side of one work tile: keep up to STAGES - 1 tiles in flight, signal
+// FULL[slot] once a tile's copies completed, wait EMPTY[slot] before reusing a slot.
+__device__ __forceinline__ void produce(u8* smem, const SdpaParams& p, const Work& w, int& it) {
+    if constexpr (WS) {
+        const int ptid = threadIdx.x - CONSUMERS * 32;
+        constexpr int NP = PRODUCERS * 32;
+        int sig = it;  // next tile index to signal FULL for
+        for (int j = 0; j < w.n_tiles; ++j, ++it) {
+            const int slot = it % STAGES;
+            if (it >= STAGES) bar_sync(BAR_EMPTY + slot, WARPS * 32);  // tile it - S consumed
+            load_kv(smem, p, w, j, slot, ptid, NP);
+            commit();
+            if (it + 1 - sig == STAGES - 1) {  // STAGES - 1 groups pending: retire the oldest
+                wait_groups<STAGES - 2>();
+                bar_arrive(BAR_FULL + sig % STAGES, WARPS * 32);
+                ++sig;
+            }
+        }
+        wait_groups<0>();  // the work tile's last tiles: no lag across work tiles
+        for (; sig < it; ++sig) bar_arrive(BAR_FULL + sig % STAGES, WARPS * 32);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(SDPA_WARPS * 32, SDPA_MIN_BLOCKS)
+sdpa_portable(const SdpaParams p) {
+    extern __shared__ __align__(128) u8 smem[];
+    const int m_blocks = (p.seq_q + BM - 1) / BM;
+    int it = 0;  // KV tiles consumed so far by this block: ring slot and barrier phase
+    const bool producer = WS && threadIdx.x >= CONSUMERS * 32;
+    if constexpr (PERSISTENT) {
+        const int tiles = m_blocks * p.heads_q * p.batch;
+        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+            int mb = t % m_blocks;
+            if constexpr (CAUSAL) mb = m_blocks - 1 - mb;  // heaviest first
+            const Work w = make_work(p, mb, (t / m_blocks) % p.heads_q, t / (m_blocks * p.heads_q));
+            if (producer) produce(smem, p, w, it);
+            else consume(smem, p, w, it);
+        }
+    } else {
+        const Work w = make_work(p, blockIdx.x, blockIdx.y, blockIdx.z);
+        if (producer) produce(smem, p, w, it);
+        else consume(smem, p, w, it);
+    }
+    if constexpr (WS) {
+        // Producers absorb the consumers' last EMPTY arrivals, so no barrier is left
+        // half-arrived when the block exits.
+        if (producer)
+            for (int x = max(0, it - STAGES); x < it; ++x) bar_sync(BAR_EMPTY + x % STAGES, WARPS * 32);
+    }
+}
