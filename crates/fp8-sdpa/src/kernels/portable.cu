@@ -142,7 +142,8 @@ __device__ __forceinline__ Work make_work(const SdpaParams& p, int mb, int hq, i
     w.hkv = hq / (p.heads_q / p.heads_kv);
     int kv_end = p.seq_kv;
     const int off = p.seq_kv - p.seq_q;
-    if constexpr (CAUSAL) kv_end = min(p.seq_kv, w.m0 + BM + off);
+    // Causal: the block's last real row, min(m0 + BM, seq_q) - 1, sees keys up to itself + off.
+    if constexpr (CAUSAL) kv_end = min(w.m0 + BM, p.seq_q) + off;
     w.n_tiles = kv_end > 0 ? (kv_end + BN - 1) / BN : 0;
     // Tile j is fully visible to every row of the block iff its last key is < seq_kv and
     // (causal) <= m0 + off, the first row's limit.
@@ -186,8 +187,12 @@ __device__ __forceinline__ void decode_kv(u8* smem, int slot, int tid, int nthre
             u32x4 a, b;
             decode16<kv_t, c_t>(in, a, b);
             const u32 t = dst + which * BN * ROW16;
-            sts16(t + T16::off(row, 2 * ch), a);
-            sts16(t + T16::off(row, 2 * ch + 1), b);
+            // Chunks 2ch and 2ch+1; threads with ch % 8 >= 4 store the odd chunk first, so
+            // the 8 threads of a store phase hit 8 distinct bank groups (one 256-byte row
+            // would otherwise put chunks 2ch and 2ch + 8 on the same banks).
+            const int flip = (ch >> 2) & 1;
+            sts16(t + T16::off(row, 2 * ch + flip), flip ? b : a);
+            sts16(t + T16::off(row, 2 * ch + 1 - flip), flip ? a : b);
         }
     }
 }
