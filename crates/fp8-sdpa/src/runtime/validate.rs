@@ -329,6 +329,8 @@ mod tests {
         let mut c = base;
         c.params.scale = f32::NAN;
         assert!(err(&c).contains("finite"));
+        c.params.scale = -0.5;
+        assert!(err(&c).contains("> 0"));
         let mut c = base;
         c.k.bytes -= 2;
         assert!(err(&c).contains("buffer holds"));
