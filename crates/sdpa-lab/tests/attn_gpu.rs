@@ -130,7 +130,7 @@ fn attn_round_trips_a_safetensors_file() {
 
 #[test]
 fn attn_without_a_file_says_which() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sdpa-lab"))
+    let out = std::process::Command::new(bin())
         .args([
             "attn",
             "--inputs",

@@ -3,12 +3,21 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The fixture folder: from the crate's source tree, or from the working directory (the GPU
+/// machine runs test binaries from a copy of the repository root, elsewhere).
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/artifacts")
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/artifacts");
+    if built.exists() {
+        built
+    } else {
+        PathBuf::from("crates/sdpa-lab/tests/data/artifacts")
+    }
 }
 
 fn report(args: &[&Path]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sdpa-lab"));
+    let bin = std::env::var("SDPA_LAB_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_sdpa-lab").to_string());
+    let mut cmd = Command::new(bin);
     cmd.arg("report");
     for a in args {
         cmd.arg(a);

@@ -162,9 +162,11 @@ pub fn validate(c: &CallDesc) -> Result<Validated> {
             "heads_q ({heads_q}) must be a multiple of heads_kv ({heads_kv}) for MHA/GQA/MQA"
         ));
     }
-    if !c.params.scale.is_finite() {
+    if !(c.params.scale.is_finite() && c.params.scale > 0.0) {
+        // The kernels take the row max before scaling, which is the scaled row max only
+        // for a positive scale.
         return bad(format!(
-            "softmax scale must be finite, got {}",
+            "softmax scale must be finite and > 0, got {}",
             c.params.scale
         ));
     }
