@@ -47,7 +47,15 @@ static DRIVER: OnceLock<std::result::Result<Located, Vec<String>>> = OnceLock::n
 /// Makes NVRTC loadable for cudarc, or explains where it looked. Cheap after the first call.
 pub fn ensure_nvrtc() -> Result<Located> {
     NVRTC
-        .get_or_init(|| locate(NVRTC_ENV, &NVRTC_NAMES, &nvrtc_dirs(), true))
+        .get_or_init(|| {
+            // NVRTC (CUDA 12.9+) caches compiles on disk and honours CUDA_CACHE_DISABLE. A
+            // cache hit skips ptxas, and with it the `-v` resource report the gates read:
+            // on the H100 machine a program compiled twice came back with an empty log
+            // (also reported in NVIDIA/cuda-python#1124). Our own cache keeps the report
+            // with the CUBIN, so NVRTC's is turned off for this process, before it loads.
+            std::env::set_var("CUDA_CACHE_DISABLE", "1");
+            locate(NVRTC_ENV, &NVRTC_NAMES, &nvrtc_dirs(), true)
+        })
         .clone()
         .map_err(|looked| Error::LibraryNotFound {
             what: "NVRTC (libnvrtc.so.13)",

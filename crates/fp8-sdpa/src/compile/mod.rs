@@ -145,18 +145,8 @@ impl Compiler {
                 cache::Lookup::Miss => {}
             }
         }
-        // On the H100 machine (NVRTC 13.0 from the CUDA toolkit) the first compile on a thread
-        // came back with an empty log: the CUBIN, but no ptxas report. The report is what the
-        // gates read, so compile again (the second attempt has always had it) before failing.
-        let mut out = nvrtc::compile(src.name, src.text, &kernels::HEADERS, defines, arch)?;
-        let mut resources = ptxas::parse(&out.log);
-        for _ in 0..2 {
-            if !resources.is_empty() {
-                break;
-            }
-            out = nvrtc::compile(src.name, src.text, &kernels::HEADERS, defines, arch)?;
-            resources = ptxas::parse(&out.log);
-        }
+        let out = nvrtc::compile(src.name, src.text, &kernels::HEADERS, defines, arch)?;
+        let resources = ptxas::parse(&out.log);
         if resources.is_empty() {
             // Never cache (or trust) a compile whose resource report is missing.
             return Err(crate::error::Error::Nvrtc {
