@@ -43,6 +43,10 @@ enum Command {
     /// kernels on a suite, with cuBLASLt GEMM and copy ceilings and, with --peers, PyTorch's
     /// SDPA backends on the same shapes in the same run. Writes bench.json.
     Bench(cmd::bench::Args),
+    /// The main job: env, check, verify, bench with PyTorch peers, report, into
+    /// artifacts/<timestamp>/. Without a GPU it runs the offline stages and reports the rest
+    /// as not run (exit 3); exit 0 means every gate held, 1 that a stage failed.
+    Repro(cmd::repro::Args),
     /// Offline: read an artifacts folder (bench*.json and optional check.json, verify.json,
     /// manifest.json, stages.json) and write summary.md with tables and SVG plots.
     Report(cmd::report::Args),
@@ -56,6 +60,7 @@ fn main() -> ExitCode {
         Command::Verify(a) => cmd::verify::run(a),
         Command::Attn(a) => cmd::attn::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Repro(a) => cmd::repro::run(a),
         Command::Report(a) => cmd::report::run(a),
     };
     match result {

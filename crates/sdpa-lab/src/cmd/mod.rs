@@ -5,4 +5,5 @@ pub mod bench;
 pub mod check;
 pub mod env;
 pub mod report;
+pub mod repro;
 pub mod verify;

@@ -220,11 +220,12 @@ fn scalar(v: &Value) -> String {
 }
 
 /// The list of records in a generic JSON document: the document itself if it is a list, else
-/// its first list-valued field among `rows`, `results`, `stages`, else none.
+/// its first list-valued field among `summary` (verify's per-spec lines, not its thousands of
+/// runs), `rows`, `results`, `stages`, `cases`, else none.
 fn records(v: &Value) -> Option<&Vec<Value>> {
     match v {
         Value::Array(a) => Some(a),
-        Value::Object(m) => ["rows", "results", "stages", "cases"]
+        Value::Object(m) => ["summary", "rows", "results", "stages", "cases"]
             .iter()
             .find_map(|k| m.get(*k).and_then(Value::as_array)),
         _ => None,
