@@ -75,11 +75,6 @@ pub fn compile(
         .collect::<Result<_>>()?;
     let opt_ptrs: Vec<*const c_char> = c_opts.iter().map(|c| c.as_ptr()).collect();
 
-    // NVRTC compiles programs concurrently, but ptxas's verbose report is not per program:
-    // on a 16-core H100 host, threads compiling at once got each other's reports (or none),
-    // which would attribute one kernel's registers to another. One compile at a time.
-    static NVRTC_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _serial = NVRTC_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let mut prog: nv::nvrtcProgram = std::ptr::null_mut();
     // SAFETY: every pointer refers to a live NUL-terminated CString; counts match the vectors.
     check("nvrtcCreateProgram", unsafe {
