@@ -435,13 +435,21 @@ impl KernelSpec {
             Family::Portable => {
                 // portable.cu's layout: Q tile (16-bit); `stages` K and V tiles in the K/V
                 // storage type (16-bit rows padded by 16 bytes unless swizzled, 8-bit rows
-                // dense); for 8-bit K/V one 16-bit K and V staging tile they are decoded
-                // into; for the scalar P·V baseline an fp32 P tile of tile_n + 4 columns.
+                // dense); for 8-bit K/V the 16-bit K and V staging tiles they are decoded
+                // into (two pairs with the pipelined decode: no warp specialization,
+                // stages >= 2, head dim <= 128); for the scalar P·V baseline an fp32 P tile
+                // of tile_n + 4 columns.
                 let pad = if v.swizzle { 0 } else { 16 };
                 let row16 = d * 2 + pad;
                 let kv8 = self.precision.kv().size() == 1;
                 let kv_tile = v.tile_n * if kv8 { d } else { row16 };
-                let staging = if kv8 { 2 * v.tile_n * row16 } else { 0 };
+                let pipe_decode = kv8 && !v.warp_spec && v.stages >= 2 && d <= 128;
+                let staging_bufs = match (kv8, pipe_decode) {
+                    (false, _) => 0,
+                    (true, false) => 1,
+                    (true, true) => 2,
+                };
+                let staging = staging_bufs * 2 * v.tile_n * row16;
                 let p_tile = if v.tc_pv {
                     0
                 } else {

@@ -67,17 +67,28 @@ constexpr int ROW16 = T16::STRIDE;
 constexpr int CH16 = D * 2 / 16;         // 16-byte chunks per 16-bit row
 constexpr int CH8 = D / 16;              // 16-byte chunks per 8-bit row (dense rows)
 constexpr int KV_TILE = BN * (KV8 ? D : ROW16);
+// Pipelined decode (8-bit K/V, no warp specialization, >= 2 stages, D <= 128): tile j + 1 is
+// decoded into the other of two staging buffers right after tile j's barrier, then tile j is
+// computed: one barrier per tile, and one warp's decode overlaps the others' mma. D 256 keeps
+// one staging buffer (two would not fit sm_86/89's 99 KB at m64) and the two-barrier path.
+constexpr bool PIPE_DECODE = KV8 && !WS && STAGES >= 2 && D <= 128;
+constexpr int STG_BUFS = KV8 ? (PIPE_DECODE ? 2 : 1) : 0;
+constexpr int STG_BYTES = 2 * BN * ROW16;  // one 16-bit K and V staging pair
 constexpr int P_ROW = BN + 4;            // fp32 P rows of the scalar P·V path, padded
 
 // Shared memory layout, in bytes; KernelSpec::dynamic_smem_bytes() computes the same total.
 constexpr int OFF_Q = 0;
 constexpr int OFF_KV = OFF_Q + BM * ROW16;                     // STAGES x {K, V}
 constexpr int OFF_STG = OFF_KV + STAGES * 2 * KV_TILE;         // 16-bit K, V (8-bit inputs)
-constexpr int OFF_P = OFF_STG + (KV8 ? 2 * BN * ROW16 : 0);    // scalar P·V only
+constexpr int OFF_P = OFF_STG + STG_BUFS * STG_BYTES;           // scalar P·V only
 constexpr int SMEM = OFF_P + (TC_PV ? 0 : BM * P_ROW * 4);
 
 // Named barrier ids (0 is __syncthreads): consumers only; FULL[s]; EMPTY[s].
 constexpr int BAR_CONSUMERS = 1, BAR_FULL = 2, BAR_EMPTY = 2 + STAGES;
+
+// Threshold rescale: the running row max (log2 units) moves only when a tile's max exceeds
+// it by more than this, so P stays <= 2^8.
+constexpr float RESCALE_TAU = 8.f;
 
 static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
 static_assert(R == 1 || R == 2, "16 or 32 query rows per computing warp");
@@ -175,11 +186,11 @@ __device__ __forceinline__ void load_kv(u8* smem, const SdpaParams& p, const Wor
     }
 }
 
-// 8-bit K/V tile in `slot` -> 16-bit staging tiles, by computing threads [0, nthreads).
-__device__ __forceinline__ void decode_kv(u8* smem, int slot, int tid, int nthreads) {
+// 8-bit K/V tile in `slot` -> 16-bit staging pair `buf`, by computing threads [0, nthreads).
+__device__ __forceinline__ void decode_kv(u8* smem, int slot, int buf, int tid, int nthreads) {
     if constexpr (KV8) {
         const u32 src = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
-        const u32 dst = smem_u32(smem + OFF_STG);
+        const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
         for (int ci = tid; ci < 2 * BN * CH8; ci += nthreads) {
             const int which = ci / (BN * CH8);  // 0: K, 1: V
             const int c = ci % (BN * CH8), row = c / CH8, ch = c % CH8;
@@ -304,6 +315,13 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
     }
 
     // ---- online softmax, base 2: p = 2^(s·sl2 - m) ----
+    // Threshold rescale (as in FlashAttention-4): the running max m only moves when the
+    // tile's max exceeds it by more than RESCALE_TAU (log2 units), so p <= 2^TAU (exact
+    // range for 16-bit P, fp32 O and l) and O is rescaled a handful of times per row instead
+    // of every tile; the warp skips the O multiply when none of its rows moved. O, l and LSE
+    // all use the same m, so the result is unchanged.
+    float corr[R][2];
+    bool moved = false;
 #pragma unroll
     for (int mi = 0; mi < R; ++mi)
 #pragma unroll
@@ -313,9 +331,13 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
             for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[mi][nt][2 * h], s[mi][nt][2 * h + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(ws.m[mi][h], mx * sl2);
+            const float cand = mx * sl2;
+            const float m_old = ws.m[mi][h];
+            const bool up = cand > m_old + RESCALE_TAU;  // false while the row sees no key
+            const float m_new = up ? cand : m_old;
             const float m_use = m_new == -SDPA_INF ? 0.f : m_new;  // row still sees no key
-            const float corr = ex2(ws.m[mi][h] - m_use);
+            corr[mi][h] = up ? ex2(m_old - m_use) : 1.f;
+            moved = moved || up;
             ws.m[mi][h] = m_new;
             float sum = 0.f;
 #pragma unroll
@@ -326,13 +348,16 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
                     s[mi][nt][e] = pe;
                     sum += pe;
                 }
-            ws.l[mi][h] = ws.l[mi][h] * corr + sum;
-#pragma unroll
-            for (int dt = 0; dt < D / 8; ++dt) {
-                ws.o[mi][dt][2 * h] *= corr;
-                ws.o[mi][dt][2 * h + 1] *= corr;
-            }
+            ws.l[mi][h] = ws.l[mi][h] * corr[mi][h] + sum;
         }
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+        for (int mi = 0; mi < R; ++mi)
+#pragma unroll
+            for (int dt = 0; dt < D / 8; ++dt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) ws.o[mi][dt][e] *= corr[mi][e >> 1];
+    }
     step_sync();
 
     // ---- O += P·V ----
@@ -460,7 +485,15 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     if constexpr (PERSISTENT) consumer_sync();  // the previous work tile is done with smem
     load_q(smem, p, w, tid, NT);
     commit();
-    if constexpr (!WS) {
+    if constexpr (PIPE_DECODE) {
+        // Every slot: tiles 0..STAGES-1 (tile j + STAGES is issued once tile j is decoded).
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            if (s < w.n_tiles) load_kv(smem, p, w, s, s, tid, NT);
+            commit();
+        }
+        wait_groups<STAGES - 1>();  // Q and tile 0 landed
+    } else if constexpr (!WS) {
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
             if (s < w.n_tiles) load_kv(smem, p, w, s, s, tid, NT);
@@ -479,11 +512,25 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(ws.q[mi][kk], ad.a.at(sq, warp * 16 * R + 16 * mi, 2 * kk));
         step_sync();
     }
+    if constexpr (PIPE_DECODE)
+        if (w.n_tiles > 0) decode_kv(smem, 0, 0, tid, NT);  // visible after the loop's first barrier
 
     const u32 stg = smem_u32(smem + OFF_STG);
     for (int j = 0; j < w.n_tiles; ++j, ++it) {
         int slot;
-        if constexpr (WS) {
+        if constexpr (PIPE_DECODE) {
+            // Groups committed so far: Q, tiles 0 .. j + STAGES - 1; tile j + 1 must have landed.
+            wait_groups<STAGES - 2>();
+            // Everyone's copies of tile j + 1 landed; staging buffer j % 2 (decoded last
+            // iteration) is complete; everyone finished tile j - 1, so buffer (j + 1) % 2 and
+            // ring slot j % STAGES (tile j, decoded last iteration) are free.
+            __syncthreads();
+            if (j + STAGES < w.n_tiles) load_kv(smem, p, w, j + STAGES, j % STAGES, tid, NT);
+            commit();
+            if (j + 1 < w.n_tiles) decode_kv(smem, (j + 1) % STAGES, (j + 1) & 1, tid, NT);
+            step_sync();
+            slot = j % STAGES;
+        } else if constexpr (WS) {
             slot = it % STAGES;
             bar_sync(BAR_FULL + slot, WARPS * 32);  // producers' tile landed; consumers all
                                                      // finished the previous tile
@@ -503,8 +550,11 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             }
         }
         u32 sk, sv;
-        if constexpr (KV8) {
-            decode_kv(smem, slot, tid, NT);
+        if constexpr (PIPE_DECODE) {
+            sk = stg + (j & 1) * STG_BYTES;
+            sv = sk + BN * ROW16;
+        } else if constexpr (KV8) {
+            decode_kv(smem, slot, 0, tid, NT);
             consumer_sync();
             if constexpr (WS) bar_arrive(BAR_EMPTY + slot, WARPS * 32);  // 8-bit slot free
             sk = stg;

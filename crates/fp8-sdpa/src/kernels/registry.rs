@@ -9,6 +9,7 @@
 
 use crate::arch::Arch;
 use crate::dtype::Precision;
+use crate::problem::AttnShape;
 use crate::variant::{KernelSpec, Variant, HEAD_DIMS};
 
 /// Every registered spec: each family's registered variants over the problem classes it serves.
@@ -88,6 +89,10 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
         // 4 warps x 32 rows (Q re-read from shared memory), 64 keys per step: 48 KB and
         // ~235 registers, two blocks per SM.
         (_, 64) => "portable.m128.n64.w4.s2.b2.ctelx",
+        // sm_86/89 (99 KB per block): 4 warps x 32 rows, 32 keys per step (FA2's sm8x
+        // shape), 64 KB (80 KB with 8-bit K/V and its two staging buffers); the 8-warp
+        // default below needs 128 KB with 8-bit K/V.
+        (ArchClass::SmallSmem, 128) => "portable.m128.n32.w4.s2.b2.ctelx",
         // 8 warps x 16 rows, Q in registers: ~210 registers, 96 KB, one block per SM.
         (_, 128) => "portable.m128.n64.w8.s2.b1.ctelx",
         // sm_86/89 (99 KB per block): 4 warps x 16 rows, 32 keys per step, 96 KB.
@@ -98,11 +103,55 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
     v(key)
 }
 
+/// Blocks a non-persistent portable variant launches for `shape` (geometry.rs's grid).
+fn grid_blocks(variant: &Variant, shape: &AttnShape) -> u64 {
+    let m_blocks = shape.seq_q.div_ceil(variant.tile_m.max(1) as usize) as u64;
+    m_blocks * shape.heads_q as u64 * shape.batch as u64
+}
+
+/// The shipped variant for a concrete problem: [`default_variant`], except that when its grid
+/// would leave SMs idle (fewer blocks than `sm_count`, e.g. the seeds' mission shape
+/// B2 H8 S512 D64: 64 blocks of 128 rows for 132 SMs) a 64-row tile with 16 rows per warp
+/// is taken, which doubles the blocks and halves each warp's serial chain. Only registered
+/// variants are returned, and only ones that fit `arch` (else the class default).
+pub fn default_variant_for_shape(
+    arch: Arch,
+    precision: Precision,
+    shape: &AttnShape,
+    causal: bool,
+    sm_count: u32,
+) -> Variant {
+    let head_dim = shape.head_dim as u32;
+    let base = default_variant(arch, precision, head_dim, causal);
+    if base.persistent || base.tile_m <= 64 || grid_blocks(&base, shape) >= u64::from(sm_count) {
+        return base;
+    }
+    let small = match head_dim {
+        64 | 128 => v("portable.m64.n64.w4.s2.b2.ctelx"),
+        _ => v("portable.m64.n32.w4.s2.b1.ctelx"),
+    };
+    let spec = KernelSpec {
+        variant: small,
+        precision,
+        head_dim,
+        causal,
+    };
+    if spec.validate(arch).is_ok() {
+        small
+    } else {
+        base
+    }
+}
+
 /// The registered variants with the problem classes each serves.
 pub fn registered_variants() -> Vec<(Variant, Serves)> {
     let mut out: Vec<(Variant, Serves)> = vec![(Variant::reference(), all)];
     // Shipped defaults, for the head dims they are the default of.
     out.push((v("portable.m128.n64.w4.s2.b2.ctelx"), d64));
+    // Candidates (round 2): FA2's D128 shape, 4 warps x 32 rows, 32 keys per step.
+    out.push((v("portable.m128.n32.w4.s2.b2.ctelx"), d128));
+    // Small grids (dispatch by shape): 4 warps x 16 rows, Q in registers.
+    out.push((v("portable.m64.n64.w4.s2.b2.ctelx"), d64_128));
     out.push((v("portable.m128.n64.w8.s2.b1.ctelx"), d128));
     out.push((v("portable.m128.n32.w8.s2.b1.ctelx"), d256));
     out.push((v("portable.m64.n32.w4.s2.b1.ctelx"), d256));
@@ -165,6 +214,67 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn shape_defaults_are_registered_and_fit() {
+        let reg = registered();
+        let shapes = [
+            (1, 1, 32),
+            (2, 8, 256),
+            (2, 8, 512),
+            (2, 8, 2048),
+            (16, 16, 1024),
+        ];
+        for a in Arch::ALL {
+            for p in Precision::ALL {
+                for d in HEAD_DIMS {
+                    for c in [false, true] {
+                        for (batch, heads, seq) in shapes {
+                            let shape = AttnShape {
+                                batch,
+                                seq_q: seq,
+                                seq_kv: seq,
+                                heads_q: heads,
+                                heads_kv: heads,
+                                head_dim: d as usize,
+                            };
+                            let variant = default_variant_for_shape(a, p, &shape, c, 132);
+                            let spec = KernelSpec {
+                                variant,
+                                precision: p,
+                                head_dim: d,
+                                causal: c,
+                            };
+                            spec.validate(a)
+                                .unwrap_or_else(|e| panic!("{} on {a}: {e}", spec.key()));
+                            assert!(reg.contains(&spec), "{} not registered", spec.key());
+                        }
+                    }
+                }
+            }
+        }
+        // The mission shape takes the 64-row tile; a full grid keeps the class default.
+        let mission = AttnShape {
+            batch: 2,
+            seq_q: 512,
+            seq_kv: 512,
+            heads_q: 8,
+            heads_kv: 8,
+            head_dim: 64,
+        };
+        let got = default_variant_for_shape(Arch::Sm90a, Precision::F16, &mission, false, 132);
+        assert_eq!(got.tile_m, 64);
+        let big = AttnShape {
+            batch: 16,
+            seq_q: 1024,
+            seq_kv: 1024,
+            heads_q: 32,
+            heads_kv: 32,
+            ..mission
+        };
+        let got = default_variant_for_shape(Arch::Sm90a, Precision::F16, &big, false, 132);
+        assert_eq!(got, default_variant(Arch::Sm90a, Precision::F16, 64, false));
     }
 
     #[test]
