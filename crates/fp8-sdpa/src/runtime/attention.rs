@@ -148,9 +148,13 @@ impl Device {
             }
         }
         let variant = match opts.kernel {
-            KernelChoice::Auto => {
-                dispatch::choose(self.info().arch, precision, &shape, a.params.causal)
-            }
+            KernelChoice::Auto => dispatch::choose(
+                self.info().arch,
+                precision,
+                &shape,
+                a.params.causal,
+                self.info().sm_count,
+            ),
             KernelChoice::Variant(v) => v,
         };
         let spec = KernelSpec {

@@ -306,6 +306,7 @@ pub fn bench(a: &Args, manifest: serde_json::Value) -> Result<(PathBuf, bool)> {
                 case.precision,
                 &case.shape,
                 case.causal,
+                dev.info().sm_count,
             )]
         } else {
             variants.clone()
