@@ -27,6 +27,12 @@ pub struct Args {
     /// Fewer sequence lengths in the fa and fp8 grids.
     #[arg(long)]
     pub quick: bool,
+    /// Only cases whose name contains this text (e.g. `d128`, `s4k`).
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Only these precision paths, comma separated (f16, bf16, fp8kv_f16, fp8kv_bf16, fp8, simfp8).
+    #[arg(long)]
+    pub precision: Option<String>,
     /// Variant keys to time (repeatable); default: the shipped default per case.
     #[arg(long)]
     pub variant: Vec<String>,
@@ -287,7 +293,25 @@ pub fn bench(a: &Args, manifest: serde_json::Value) -> Result<(PathBuf, bool)> {
             .note(n)
             .map_err(|e| Error::InvalidInput(format!("{e}")))?;
     }
-    let all: Vec<BenchCase> = suites.iter().flat_map(|s| cases(*s, a.quick)).collect();
+    let all: Vec<BenchCase> = suites
+        .iter()
+        .flat_map(|s| cases(*s, a.quick))
+        .filter(|c| {
+            a.filter
+                .as_ref()
+                .is_none_or(|f| c.name.contains(f.as_str()))
+        })
+        .filter(|c| {
+            a.precision
+                .as_ref()
+                .is_none_or(|p| p.split(',').any(|p| p.trim() == c.precision.name()))
+        })
+        .collect();
+    if all.is_empty() {
+        return Err(Error::InvalidInput(
+            "no bench case matches the suite, --filter and --precision given".into(),
+        ));
+    }
     let mut flusher = Flusher::new(&stream, dev.info().l2_bytes)?;
     let bar = ProgressBar::new(all.len() as u64);
     bar.set_style(

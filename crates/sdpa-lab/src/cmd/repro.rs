@@ -189,6 +189,8 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
                     let args = crate::cmd::bench::Args {
                         suite: a.suite.clone(),
                         quick: !a.full,
+                        filter: None,
+                        precision: None,
                         variant: vec![],
                         mode: None,
                         peers: !a.no_peers,
