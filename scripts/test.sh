@@ -44,10 +44,16 @@ cargo fmt --all -- --check
 echo "==> cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "==> cargo test"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 if [ "$gpu" = 1 ]; then
-  cargo test --workspace -- --include-ignored
+  cargo test --workspace -- --include-ignored 2>&1 | tee "$log"
 else
-  cargo test --workspace
+  cargo test --workspace 2>&1 | tee "$log"
 fi
 echo "==> sdpa-lab check --arch sm_80,sm_90a"
 cargo run --quiet -p sdpa-lab -- check --arch sm_80,sm_90a --summary
+# One closing line for the whole test suite (cargo prints one per test binary, the last
+# being the doc-tests').
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) g += $i } }
+     END { printf "(%d GPU tests ignored here; scripts/test.sh --gpu runs them on a GPU machine)\ntests: %d passed, %d failed\n", g, p, f }' "$log"
