@@ -186,27 +186,75 @@ fn nan_in_a_row_gives_nan_in_that_row_only() {
     host.enc[0].bytes[at..at + 2].copy_from_slice(&0x7e00u16.to_le_bytes());
     let params = AttnParams::default_for(64, false);
     let mut d = DeviceCase::upload(&stream, &host).unwrap();
-    let out = d
-        .run(
-            &dev,
-            &stream,
-            &host,
-            params,
-            CallOptions {
-                kernel: KernelChoice::Variant(Variant::reference()),
-                check_descales: true,
-            },
-        )
-        .unwrap();
-    for row in 0..4 {
-        let vals = &out.o[row * 64..(row + 1) * 64];
-        if row == 2 {
-            assert!(vals.iter().all(|x| x.is_nan()), "row 2 must be NaN");
-        } else {
-            assert!(
-                vals.iter().all(|x| x.is_finite()),
-                "row {row} must be finite"
-            );
+    // The reference kernel and the shipped default (dispatch), which rescales lazily.
+    for kernel in [
+        KernelChoice::Variant(Variant::reference()),
+        KernelChoice::Auto,
+    ] {
+        let out = d
+            .run(
+                &dev,
+                &stream,
+                &host,
+                params,
+                CallOptions {
+                    kernel,
+                    check_descales: true,
+                },
+            )
+            .unwrap();
+        for row in 0..4 {
+            let vals = &out.o[row * 64..(row + 1) * 64];
+            if row == 2 {
+                assert!(
+                    vals.iter().all(|x| x.is_nan()),
+                    "{kernel:?}: row 2 must be NaN"
+                );
+            } else {
+                assert!(
+                    vals.iter().all(|x| x.is_finite()),
+                    "{kernel:?}: row {row} must be finite"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn shipped_defaults_match_the_cpu_reference_through_dispatch() {
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    for (i, p) in Precision::ALL.into_iter().enumerate() {
+        for d in [64, 128, 256] {
+            // A small grid (dispatch's small-tile path) and a full one.
+            for shape in [(1, 77, 300, 4, 2, d), (4, 512, 512, 16, 4, d)] {
+                let host = case(p, shape, i % 2 == 0, Layout::Bshd, i as u64);
+                let params = AttnParams::default_for(d, host.spec.causal);
+                let r = host.reference_dequantized(params.scale as f64).unwrap();
+                let mut dc = DeviceCase::upload(&stream, &host).unwrap();
+                let opts = CallOptions {
+                    kernel: KernelChoice::Auto,
+                    check_descales: true,
+                };
+                let out = dc.run(&dev, &stream, &host, params, opts).unwrap();
+                let v = judge(
+                    p,
+                    &out,
+                    &r,
+                    None,
+                    false,
+                    dc.inputs_unchanged(&stream).unwrap(),
+                )
+                .unwrap();
+                assert!(
+                    v.failures.is_empty(),
+                    "{} {:?}: {:?}",
+                    out.launched.spec.key(),
+                    host.spec.shape,
+                    v.failures
+                );
+            }
         }
     }
 }
