@@ -89,6 +89,13 @@ constexpr int BAR_CONSUMERS = 1, BAR_FULL = 2, BAR_EMPTY = 2 + STAGES;
 // Threshold rescale: the running row max (log2 units) moves only when a tile's max exceeds
 // it by more than this, so P stays <= 2^8.
 constexpr float RESCALE_TAU = 8.f;
+// Skip the O multiply (warp vote + branch) when no row of the warp moved: only with 32 rows
+// per warp, where the multiply is R·D/2 FMULs per lane per tile. With 16 rows the vote's
+// branch cost more than it saved: it splits the softmax from P·V into two basic blocks, so
+// the V ldmatrix and the packing can no longer fill the softmax's latency (round 2 measured
+// m128.n64.w8 at D128 ~15% slower than round 1, and this was its only 16-bit change). The
+// multiply by corr = 1 for rows that did not move is exact.
+constexpr bool RESCALE_SKIP = R == 2;
 
 static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
 static_assert(R == 1 || R == 2, "16 or 32 query rows per computing warp");
@@ -208,6 +215,31 @@ __device__ __forceinline__ void decode_kv(u8* smem, int slot, int buf, int tid, 
     }
 }
 
+// decode_kv by all NT computing threads with a fixed trip count (no per-thread loop exit), so
+// that it can sit inside one basic block with the softmax.
+__device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int tid) {
+    constexpr int NT = CONSUMERS * 32, TOTAL = 2 * BN * CH8;
+    if constexpr (KV8 && TOTAL % NT == 0) {
+        const u32 src = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
+        const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
+#pragma unroll
+        for (int i = 0; i < TOTAL / NT; ++i) {
+            const int ci = tid + i * NT;
+            const int which = ci / (BN * CH8);
+            const int c = ci % (BN * CH8), row = c / CH8, ch = c % CH8;
+            const u32x4 in = lds16(src + which * KV_TILE + row * D + ch * 16);
+            u32x4 a, b;
+            decode16<kv_t, c_t>(in, a, b);
+            const u32 t = dst + which * BN * ROW16;
+            const int flip = (ch >> 2) & 1;  // as in decode_kv
+            sts16(t + T16::off(row, 2 * ch + flip), flip ? b : a);
+            sts16(t + T16::off(row, 2 * ch + 1 - flip), flip ? a : b);
+        }
+    } else {
+        decode_kv(smem, slot, buf, tid, NT);
+    }
+}
+
 // Q tile (rows m0..m0+BM) to shared memory as 16-bit compute values, by computing threads.
 // 16-bit Q: cp.async (or plain copies); 8-bit Q: load, decode, store. Rows past seq_q are 0.
 __device__ __forceinline__ void load_q(u8* smem, const SdpaParams& p, const Work& w, int tid, int nthreads) {
@@ -257,9 +289,17 @@ struct Addrs {
 };
 
 // One KV tile: S = Q·Kᵀ, mask, online softmax, O += P·V. sk / sv: 16-bit K and V tiles.
+// `mid` runs between the mask and the softmax: the pipelined FP8-KV decode of the next tile
+// goes there, in the same basic block as the row max / ex2 chain, so its shared-memory and
+// conversion instructions fill the softmax's shuffle and MUFU latency instead of sitting in
+// series before the tile's first mma (the tensor pipe idles during the softmax anyway).
+struct NoHook {
+    __device__ __forceinline__ void operator()() const {}
+};
+template <typename Mid = NoHook>
 __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8* smem, u32 sk, u32 sv, int j,
                                              bool masked, int row_w, int warp, int lane, float sl2,
-                                             const SdpaParams& p) {
+                                             const SdpaParams& p, const Mid& mid = Mid()) {
     const u32 sq = smem_u32(smem + OFF_Q);
     const int g = lane >> 2, t = lane & 3;
     float s[R][BN / 8][4];
@@ -314,12 +354,14 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
                 }
     }
 
+    mid();
+
     // ---- online softmax, base 2: p = 2^(s·sl2 - m) ----
     // Threshold rescale (as in FlashAttention-4): the running max m only moves when the
     // tile's max exceeds it by more than RESCALE_TAU (log2 units), so p <= 2^TAU (exact
     // range for 16-bit P, fp32 O and l) and O is rescaled a handful of times per row instead
-    // of every tile; the warp skips the O multiply when none of its rows moved. O, l and LSE
-    // all use the same m, so the result is unchanged.
+    // of every tile; with RESCALE_SKIP the warp skips the O multiply when none of its rows
+    // moved. O, l and LSE all use the same m, so the result is unchanged.
     float corr[R][2];
     bool moved = false;
 #pragma unroll
@@ -350,7 +392,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
                 }
             ws.l[mi][h] = ws.l[mi][h] * corr[mi][h] + sum;
         }
-    if (__any_sync(0xffffffffu, moved)) {
+    if (!RESCALE_SKIP || __any_sync(0xffffffffu, moved)) {
 #pragma unroll
         for (int mi = 0; mi < R; ++mi)
 #pragma unroll
@@ -527,8 +569,6 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             __syncthreads();
             if (j + STAGES < w.n_tiles) load_kv(smem, p, w, j + STAGES, j % STAGES, tid, NT);
             commit();
-            if (j + 1 < w.n_tiles) decode_kv(smem, (j + 1) % STAGES, (j + 1) & 1, tid, NT);
-            step_sync();
             slot = j % STAGES;
         } else if constexpr (WS) {
             slot = it % STAGES;
@@ -563,7 +603,17 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             sk = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
             sv = sk + KV_TILE;
         }
-        compute_tile(ws, ad, smem, sk, sv, j, j >= w.diag0, row_w, warp, lane, sl2, p);
+        if constexpr (PIPE_DECODE) {
+            // Decode tile j + 1 inside tile j's softmax (see compute_tile). Unconditional, so
+            // that it stays in the softmax's basic block: past the last tile it decodes a
+            // ring slot no copy is writing (stale or unwritten bytes) into the free staging
+            // buffer, which nothing reads before the next work tile's prologue overwrites it.
+            const int nslot = (j + 1) % STAGES, nbuf = (j + 1) & 1;
+            compute_tile(ws, ad, smem, sk, sv, j, j >= w.diag0, row_w, warp, lane, sl2, p,
+                         [&]() { decode_kv_all(smem, nslot, nbuf, tid); });
+        } else {
+            compute_tile(ws, ad, smem, sk, sv, j, j >= w.diag0, row_w, warp, lane, sl2, p);
+        }
         if constexpr (WS && !KV8) bar_arrive(BAR_EMPTY + slot, WARPS * 32);
         if constexpr (!WS && STAGES == 1) __syncthreads();  // slot 0 is refilled next
     }

@@ -151,6 +151,9 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v("portable.m128.n32.w4.s2.b2.ctelx"), d128));
     // Small grids (dispatch by shape): 4 warps x 16 rows, Q in registers.
     out.push((v("portable.m64.n64.w4.s2.b2.ctelx"), d64_128));
+    // Small-grid candidate (round 3, unmeasured): the same tile with a 4-deep ring, 3 tiles
+    // in flight, for latency-bound grids like the mission shape (one block per SM).
+    out.push((v("portable.m64.n64.w4.s4.b2.ctelx"), d64));
     out.push((v("portable.m128.n64.w8.s2.b1.ctelx"), d128));
     out.push((v("portable.m128.n32.w8.s2.b1.ctelx"), d256));
     out.push((v("portable.m64.n32.w4.s2.b1.ctelx"), d256));
