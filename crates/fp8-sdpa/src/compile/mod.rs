@@ -123,6 +123,27 @@ impl Compiler {
         defines: &[(String, String)],
         arch: Arch,
     ) -> Result<CompiledModule> {
+        self.compile_source_inner(src, defines, arch, true)
+    }
+
+    /// Like [`Compiler::compile_source`], for code no gate reads: a compile whose ptxas report
+    /// is missing is returned (uncached) instead of refused.
+    pub fn compile_source_ungated(
+        &self,
+        src: &KernelSource,
+        defines: &[(String, String)],
+        arch: Arch,
+    ) -> Result<CompiledModule> {
+        self.compile_source_inner(src, defines, arch, false)
+    }
+
+    fn compile_source_inner(
+        &self,
+        src: &KernelSource,
+        defines: &[(String, String)],
+        arch: Arch,
+        gated: bool,
+    ) -> Result<CompiledModule> {
         let mut origin = Origin::Compiled;
         let key = match &self.cache {
             Some(_) => Some(Self::cache_key(src, defines, arch)?),
@@ -145,8 +166,36 @@ impl Compiler {
                 cache::Lookup::Miss => {}
             }
         }
-        let out = nvrtc::compile(src.name, src.text, &kernels::HEADERS, defines, arch)?;
-        let resources = ptxas::parse(&out.log);
+        let mut out = nvrtc::compile(src.name, src.text, &kernels::HEADERS, defines, arch)?;
+        let mut resources = ptxas::parse(&out.log);
+        if resources.is_empty() {
+            // Seen on the H100 machine: a compile can come back with a CUBIN and an empty log
+            // (no ptxas report), repeatably for the same program and options. If NVRTC served
+            // it from a cache of its own despite CUDA_CACHE_DISABLE, a define that changes
+            // nothing in the code makes the program new to it; the nonce stays out of our key.
+            let nonce = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            let mut with_nonce = defines.to_vec();
+            with_nonce.push(("SDPA_NVRTC_NONCE".into(), nonce.to_string()));
+            out = nvrtc::compile(src.name, src.text, &kernels::HEADERS, &with_nonce, arch)?;
+            resources = ptxas::parse(&out.log);
+            eprintln!(
+                "note: NVRTC gave no ptxas report for {}; compiled again with a nonce define: report {}",
+                src.name,
+                if resources.is_empty() { "still missing" } else { "present" }
+            );
+        }
+        if resources.is_empty() && !gated {
+            // Usable, but never cached: the cache promises a report.
+            return Ok(CompiledModule {
+                cubin: out.cubin,
+                log: out.log,
+                resources,
+                origin,
+            });
+        }
         if resources.is_empty() {
             // Never cache (or trust) a compile whose resource report is missing.
             return Err(crate::error::Error::Nvrtc {

@@ -99,6 +99,23 @@ fn not_run(name: &str, why: &str, stages: &mut Vec<Stage>, dir: &Path) {
     write_stages(dir, stages);
 }
 
+/// Runs one stage as `sdpa-lab <args>` in a child process: a stage that crashes or leaks
+/// state (NVRTC's, the GPU context's) cannot take the pipeline down or affect the next one.
+/// Exit 0 is a pass, 1 a failed gate, anything else an error.
+fn child(args: &[&str]) -> Result<bool, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find sdpa-lab itself: {e}"))?;
+    let status = std::process::Command::new(exe)
+        .args(args)
+        .status()
+        .map_err(|e| format!("cannot start sdpa-lab {}: {e}", args[0]))?;
+    match status.code() {
+        Some(0) => Ok(true),
+        Some(1) => Ok(false),
+        Some(c) => Err(format!("sdpa-lab {} exited with code {c}", args[0])),
+        None => Err(format!("sdpa-lab {} was killed by a signal", args[0])),
+    }
+}
+
 /// Runs the command.
 pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
     let dir = a.out.clone().unwrap_or_else(|| {
@@ -135,16 +152,16 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         Some(fp8_sdpa::Arch::Sm80) | None => "sm_80,sm_90a".to_string(),
         Some(a) => format!("sm_80,{a}"),
     };
+    let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
     let check_ok = run_stage("check", &mut stages, &dir, &["check.json"], || {
-        let code = crate::cmd::check::run(crate::cmd::check::Args {
-            arch: arches.clone(),
-            filter: None,
-            json: Some(dir.join("check.json")),
-            no_cache: false,
-            summary: true,
-        })
-        .map_err(|e| e.to_string())?;
-        Ok(code == ExitCode::SUCCESS)
+        child(&[
+            "check",
+            "--arch",
+            &arches,
+            "--summary",
+            "--json",
+            &path("check.json"),
+        ])
     });
 
     let mut gpu_stages_ran = false;
@@ -166,48 +183,28 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         }
         (None, true) => {
             gpu_stages_ran = true;
+            let device = a.device.to_string();
+            let verify_json = path("verify.json");
+            let mut verify_args = vec!["verify", "--json", &verify_json, "--device", &device];
+            if !a.full {
+                verify_args.push("--quick");
+            }
             let verify_ok = run_stage("verify", &mut stages, &dir, &["verify.json"], || {
-                let args = crate::cmd::verify::Args {
-                    filter: None,
-                    quick: !a.full,
-                    seeds: 3,
-                    json: dir.join("verify.json"),
-                    device: a.device,
-                    no_codec: false,
-                };
-                let r = crate::cmd::verify::verify(&args).map_err(|e| e.to_string())?;
-                crate::cmd::verify::print(&r);
-                std::fs::write(
-                    &args.json,
-                    serde_json::to_string_pretty(&r).expect("verify serializes"),
-                )
-                .map_err(|e| e.to_string())?;
-                Ok(r.passed)
+                child(&verify_args)
             });
             if verify_ok {
+                let out = path("bench.json");
+                let mut bench_args = vec![
+                    "bench", "--suite", &a.suite, "--out", &out, "--device", &device,
+                ];
+                if !a.full {
+                    bench_args.push("--quick");
+                }
+                if !a.no_peers {
+                    bench_args.push("--peers");
+                }
                 run_stage("bench", &mut stages, &dir, &["bench.json"], || {
-                    let args = crate::cmd::bench::Args {
-                        suite: a.suite.clone(),
-                        quick: !a.full,
-                        filter: None,
-                        precision: None,
-                        variant: vec![],
-                        mode: None,
-                        peers: !a.no_peers,
-                        peers_script: PathBuf::from("scripts/peers.py"),
-                        iters: 100,
-                        out: dir.join("bench.json"),
-                        no_ceilings: false,
-                        device: a.device,
-                    };
-                    // The env stage's manifest, embedded in the bench file.
-                    let manifest = std::fs::read_to_string(dir.join("manifest.json"))
-                        .ok()
-                        .and_then(|t| serde_json::from_str(&t).ok())
-                        .unwrap_or(serde_json::Value::Null);
-                    let (_, ok) =
-                        crate::cmd::bench::bench(&args, manifest).map_err(|e| e.to_string())?;
-                    Ok(ok)
+                    child(&bench_args)
                 });
             } else {
                 not_run(
