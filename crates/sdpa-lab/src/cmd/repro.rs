@@ -226,12 +226,6 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         .map_err(|e| e.to_string())?;
         Ok(code == ExitCode::SUCCESS)
     });
-    // The report read stages.json before its own line was added: render once more so it
-    // lists itself too.
-    let _ = crate::cmd::report::run(crate::cmd::report::Args {
-        dir: dir.clone(),
-        out: None,
-    });
 
     eprintln!("\nstages:");
     for s in &stages {
