@@ -26,7 +26,8 @@ pub struct Args {
     /// Memory order of the tensors in the file.
     #[arg(long, default_value = "bshd", value_parser = parse_layout)]
     pub layout: Layout,
-    /// Kernel variant key (default: the shipped default for the problem).
+    /// Kernel variant: a key (`portable.m128.n32.w4.s2.b2.ctelx`) or the Variant as JSON
+    /// (default: the shipped default for the problem).
     #[arg(long)]
     pub variant: Option<String>,
     /// Also write the per-row log-sum-exp as `lse`.
@@ -45,13 +46,25 @@ fn parse_layout(s: &str) -> Result<Layout, String> {
     }
 }
 
+/// A variant from its key or its JSON form.
+pub fn parse_variant(s: &str) -> fp8_sdpa::Result<Variant> {
+    if s.trim_start().starts_with('{') {
+        let v: Variant = serde_json::from_str(s)
+            .map_err(|e| Error::InvalidInput(format!("--variant JSON: {e}")))?;
+        v.validate()?;
+        Ok(v)
+    } else {
+        s.parse()
+    }
+}
+
 /// Runs the command.
 pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
     let bytes = std::fs::read(&a.inputs).map_err(Error::io(&a.inputs))?;
     let file = attn_io::parse(&bytes, a.layout)
         .map_err(|e| Error::InvalidInput(format!("{}: {e}", a.inputs.display())))?;
     let kernel = match &a.variant {
-        Some(k) => KernelChoice::Variant(k.parse::<Variant>()?),
+        Some(k) => KernelChoice::Variant(parse_variant(k)?),
         None => KernelChoice::Auto,
     };
     let dev = crate::cmd::env::open_device(a.device)
@@ -150,4 +163,27 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         a.out.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_variant;
+
+    #[test]
+    fn variant_from_key_or_json() {
+        let key = "portable.m128.n32.w4.s2.b2.ctelx";
+        let v = parse_variant(key).unwrap();
+        let json = serde_json::to_string(&v).unwrap();
+        assert_eq!(parse_variant(&json).unwrap(), v);
+        assert!(parse_variant("{\"family\": \"portable\"}")
+            .unwrap_err()
+            .to_string()
+            .contains("--variant JSON"));
+        let mut bad = v;
+        bad.warps = 0;
+        assert!(
+            parse_variant(&serde_json::to_string(&bad).unwrap()).is_err(),
+            "validity rules apply to JSON too"
+        );
+    }
 }
