@@ -89,13 +89,16 @@ constexpr int BAR_CONSUMERS = 1, BAR_FULL = 2, BAR_EMPTY = 2 + STAGES;
 // Threshold rescale: the running row max (log2 units) moves only when a tile's max exceeds
 // it by more than this, so P stays <= 2^8.
 constexpr float RESCALE_TAU = 8.f;
-// Skip the O multiply (warp vote + branch) when no row of the warp moved: only with 32 rows
-// per warp, where the multiply is R·D/2 FMULs per lane per tile. With 16 rows the vote's
-// branch cost more than it saved: it splits the softmax from P·V into two basic blocks, so
-// the V ldmatrix and the packing can no longer fill the softmax's latency (round 2 measured
-// m128.n64.w8 at D128 ~15% slower than round 1, and this was its only 16-bit change). The
-// multiply by corr = 1 for rows that did not move is exact.
-constexpr bool RESCALE_SKIP = R == 2;
+// Skip the O multiply (warp vote + branch) when no row of the warp moved, only where the
+// multiply is expensive relative to the tile: a warp-tile is R·D·BN/64 mma and the multiply
+// R·D/2 FMULs per lane, i.e. 32/BN FMUL per mma whatever R and D. The branch's cost does not
+// shrink with BN: it splits the softmax from P·V into two basic blocks, so the V ldmatrix,
+// the packing and the FMULs can no longer fill the softmax's latency (round 2 measured
+// m128.n64.w8 at D128 ~15% slower than round 1, and this was its only 16-bit change; the
+// D64 default, also tile_n 64, lost 3-4%). So the vote is kept only at 32 rows per warp and
+// tile_n 32 (one FMUL per mma: the D128 default). The multiply by corr = 1 for rows that
+// did not move is exact.
+constexpr bool RESCALE_SKIP = R == 2 && BN <= 32;
 
 static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
 static_assert(R == 1 || R == 2, "16 or 32 query rows per computing warp");
