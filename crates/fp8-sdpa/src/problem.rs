@@ -22,6 +22,26 @@ pub struct AttnShape {
 }
 
 impl AttnShape {
+    /// A shape from its six sizes, in the order batch, seq_q, seq_kv, heads_q, heads_kv,
+    /// head_dim.
+    pub const fn new(
+        batch: usize,
+        seq_q: usize,
+        seq_kv: usize,
+        heads_q: usize,
+        heads_kv: usize,
+        head_dim: usize,
+    ) -> AttnShape {
+        AttnShape {
+            batch,
+            seq_q,
+            seq_kv,
+            heads_q,
+            heads_kv,
+            head_dim,
+        }
+    }
+
     /// Elements of Q (and O).
     pub fn q_len(&self) -> usize {
         self.batch * self.seq_q * self.heads_q * self.head_dim

@@ -94,14 +94,7 @@ mod tests {
     use super::*;
 
     fn shape(b: usize, sq: usize, skv: usize, hq: usize, hkv: usize, d: usize) -> AttnShape {
-        AttnShape {
-            batch: b,
-            seq_q: sq,
-            seq_kv: skv,
-            heads_q: hq,
-            heads_kv: hkv,
-            head_dim: d,
-        }
+        AttnShape::new(b, sq, skv, hq, hkv, d)
     }
 
     #[test]
