@@ -11,10 +11,6 @@
 //! 4. for peers, write [`record::PeerCase`]s with [`record::write_peer_cases`], run
 //!    `scripts/peers.py --cases .. --out ..`, and append [`record::read_peer_rows`].
 
-// The GPU-side `bench` command is the main consumer of this module; until it is wired in,
-// parts of it are reached only from `report` and the tests.
-#![allow(dead_code)]
-
 pub mod flops;
 pub mod record;
 pub mod stats;

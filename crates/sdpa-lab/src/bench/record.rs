@@ -106,35 +106,6 @@ pub struct BenchRow {
     pub detail: Option<String>,
 }
 
-/// Which roof bounds a case on the roofline of the given ceilings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bound {
-    /// Matrix units: the GEMM ceiling of the compute type is the lower roof.
-    Compute,
-    /// Memory: arithmetic intensity × copy bandwidth is the lower roof.
-    Memory,
-}
-
-/// Classifies a case by arithmetic intensity (FLOPs per minimum byte) against the ridge point
-/// of the ceilings; with either ceiling missing, the ridge defaults to 64 FLOP/B (decode lands
-/// on the memory side, the fa grid on the compute side).
-pub fn bound(shape: &AttnShape, precision: Precision, causal: bool, ceilings: &[Ceiling]) -> Bound {
-    let intensity =
-        flops::flops(shape, causal) / flops::bytes(shape, precision, false).max(1) as f64;
-    let ridge = match (
-        gemm_ceiling(precision, ceilings),
-        find(ceilings, ceiling_names::COPY),
-    ) {
-        (Some(g), Some(c)) if c.value > 0.0 => g.value * 1e12 / (c.value * 1e9),
-        _ => 64.0,
-    };
-    if intensity < ridge {
-        Bound::Memory
-    } else {
-        Bound::Compute
-    }
-}
-
 fn find<'a>(ceilings: &'a [Ceiling], name: &str) -> Option<&'a Ceiling> {
     ceilings.iter().find(|c| c.name == name)
 }
@@ -364,22 +335,6 @@ impl BenchWriter {
         Ok(w)
     }
 
-    /// Where the file is.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// What has been recorded so far.
-    pub fn file(&self) -> &BenchFile {
-        &self.file
-    }
-
-    /// Replaces the ceilings (measured after the file was started).
-    pub fn set_ceilings(&mut self, ceilings: Vec<Ceiling>) -> Result<(), RecordError> {
-        self.file.ceilings = ceilings;
-        self.flush()
-    }
-
     /// Appends one row and rewrites the file.
     pub fn push(&mut self, row: BenchRow) -> Result<(), RecordError> {
         self.file.rows.push(row);
@@ -530,11 +485,6 @@ mod tests {
         let r = timed_row(Suite::Fa, "d64_s4k", 1170.4);
         assert!((r.tflops.unwrap() - 469.7).abs() < 0.1);
         assert!((r.pct_of_ceiling.unwrap() - 58.71).abs() < 0.05);
-        let case = &cases(Suite::Fa, false)[3];
-        assert_eq!(
-            bound(&case.shape, case.precision, case.causal, &ceilings()),
-            Bound::Compute
-        );
     }
 
     #[test]
@@ -575,9 +525,9 @@ mod tests {
     fn writer_keeps_file_valid_after_each_row() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bench.json");
-        let mut w = BenchWriter::create(&path, serde_json::json!({"device": "x"}), vec![]).unwrap();
+        let mut w =
+            BenchWriter::create(&path, serde_json::json!({"device": "x"}), ceilings()).unwrap();
         assert_eq!(BenchFile::read(&path).unwrap().rows.len(), 0);
-        w.set_ceilings(ceilings()).unwrap();
         for i in 0..3 {
             w.push(timed_row(Suite::Mission, "mission", 10.0 + i as f64))
                 .unwrap();

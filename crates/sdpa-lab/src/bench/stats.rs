@@ -97,12 +97,6 @@ impl Stats {
             max_us: s[n - 1],
         })
     }
-
-    /// Summarizes per-run times given in milliseconds (what CUDA events report).
-    pub fn from_samples_ms(samples_ms: &[f32]) -> Result<Stats, StatsError> {
-        let us: Vec<f64> = samples_ms.iter().map(|&m| f64::from(m) * 1e3).collect();
-        Stats::from_samples(&us)
-    }
 }
 
 #[cfg(test)]
@@ -188,12 +182,6 @@ mod tests {
         ));
         assert!(Stats::from_samples(&[f64::INFINITY]).is_err());
         assert!(Stats::from_samples(&[-1.0]).is_err());
-    }
-
-    #[test]
-    fn milliseconds_convert() {
-        let s = Stats::from_samples_ms(&[0.5, 1.5]).unwrap();
-        assert!(close(s.median_us, 1000.0));
     }
 
     #[test]
