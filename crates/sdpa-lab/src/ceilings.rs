@@ -15,6 +15,21 @@ use std::sync::Arc;
 
 const GEMM_N: usize = 8192;
 
+/// Times one ceiling's operation (3 warm-ups, 20 runs, 3 s at most, hot) and returns the
+/// median in microseconds. Every ceiling uses the same protocol.
+fn time_ceiling(stream: &Arc<CudaStream>, op: impl FnMut(usize) -> Result<()>) -> Result<f64> {
+    let proto = Protocol {
+        warmup: 3,
+        iters: 20,
+        budget_s: 3.0,
+        per_graph: 1,
+    };
+    let times = time_runs(stream, Mode::Hot, proto, None, op)?;
+    Stats::from_samples(&times)
+        .map(|s| s.median_us)
+        .map_err(|e| Error::Unsupported(format!("ceiling timing: {e:?}")))
+}
+
 /// Random-looking, never-zero data: GEMM speed depends on the bits (zeros run faster).
 /// `stream` picks an independent ChaCha stream of the seed (0 is what the fp16/bf16 GEMMs use).
 fn pattern<T: Copy>(stream: u64, n: usize, conv: impl Fn(f32) -> T) -> Vec<T> {
@@ -67,20 +82,12 @@ where
         stride_bias: None,
         batch_size: None,
     };
-    let proto = Protocol {
-        warmup: 3,
-        iters: 20,
-        budget_s: 3.0,
-        per_graph: 1,
-    };
-    let times = time_runs(stream, Mode::Hot, proto, None, |_| {
+    let median_us = time_ceiling(stream, |_| {
         // SAFETY: a, b, c hold n*n elements each, matching m = n = k = lda = ldb = ldc = n.
         unsafe { blas.matmul(cfg, &a, &b, &mut c, None, None) }
             .map_err(|e| Error::Unsupported(format!("cuBLASLt matmul failed: {e:?}")))
     })?;
-    let s = Stats::from_samples(&times)
-        .map_err(|e| Error::Unsupported(format!("GEMM timing: {e:?}")))?;
-    Ok(2.0 * (n as f64).powi(3) / (s.median_us * 1e-6) / 1e12)
+    Ok(2.0 * (n as f64).powi(3) / (median_us * 1e-6) / 1e12)
 }
 
 /// `cublasOperation_t` values (cublas_api.h); cudarc's cuBLASLt bindings do not carry the enum.
@@ -306,13 +313,7 @@ fn gemm_fp8(stream: &Arc<CudaStream>, blas: &CudaBlasLT) -> Result<(f64, Option<
         .map_err(lt("cublasLtMatmulAlgoGetHeuristic (result state)"))?;
 
     let (alpha, beta) = (1.0f32, 0.0f32);
-    let proto = Protocol {
-        warmup: 3,
-        iters: 20,
-        budget_s: 3.0,
-        per_graph: 1,
-    };
-    let times = time_runs(stream, Mode::Hot, proto, None, |_| {
+    let median_us = time_ceiling(stream, |_| {
         let (pa, _ra) = a.device_ptr(stream);
         let (pb, _rb) = b.device_ptr(stream);
         let (pd, _rd) = d.device_ptr_mut(stream);
@@ -345,9 +346,7 @@ fn gemm_fp8(stream: &Arc<CudaStream>, blas: &CudaBlasLT) -> Result<(f64, Option<
         .result()
         .map_err(lt("cublasLtMatmul"))
     })?;
-    let s = Stats::from_samples(&times)
-        .map_err(|e| Error::Unsupported(format!("FP8 GEMM timing: {e:?}")))?;
-    let tflops = 2.0 * (n as f64).powi(3) / (s.median_us * 1e-6) / 1e12;
+    let tflops = 2.0 * (n as f64).powi(3) / (median_us * 1e-6) / 1e12;
 
     let got = stream
         .clone_dtoh(&d)
@@ -399,20 +398,12 @@ fn copy(stream: &Arc<CudaStream>) -> Result<f64> {
     let mut dst: CudaSlice<f32> = stream
         .alloc_zeros(n / 4)
         .map_err(Error::driver("allocating the copy target"))?;
-    let proto = Protocol {
-        warmup: 3,
-        iters: 20,
-        budget_s: 3.0,
-        per_graph: 1,
-    };
-    let times = time_runs(stream, Mode::Hot, proto, None, |_| {
+    let median_us = time_ceiling(stream, |_| {
         stream
             .memcpy_dtod(&src, &mut dst)
             .map_err(Error::driver("device copy"))
     })?;
-    let s = Stats::from_samples(&times)
-        .map_err(|e| Error::Unsupported(format!("copy timing: {e:?}")))?;
-    Ok(2.0 * n as f64 / (s.median_us * 1e-6) / 1e9)
+    Ok(2.0 * n as f64 / (median_us * 1e-6) / 1e9)
 }
 
 /// Measures every ceiling the device supports; what could not be measured is a note.
