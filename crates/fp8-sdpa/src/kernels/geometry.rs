@@ -7,7 +7,8 @@ use crate::variant::{Family, KernelSpec};
 /// Grid dimensions `[x, y, z]` for `spec` on `shape`, with `sm_count` SMs on the device.
 ///
 /// - reference: `(ceil(seq_q / warps), heads_q, batch)`, one warp per query row;
-/// - portable, not persistent: `(ceil(seq_q / tile_m), heads_q, batch)`;
+/// - portable, not persistent: `(ceil(seq_q / tile_m), heads_q, batch)`; under causal the kernel
+///   maps `blockIdx.x` to m-block `grid.x - 1 - blockIdx.x` (heaviest first);
 /// - portable, persistent: `(min(tiles, sm_count * min_blocks), 1, 1)`, where
 ///   `tiles = ceil(seq_q / tile_m) * heads_q * batch`; block `i` takes tiles `i, i + grid, ...`
 ///   and decodes a tile index `t` as `m_block = t % m_blocks`, `hq = (t / m_blocks) % heads_q`,

@@ -24,8 +24,8 @@
 // positive (the row max is taken on unscaled scores).
 //
 // Grid (geometry.rs): non-persistent (ceil(seq_q / TILE_M), heads_q, batch); persistent
-// (n, 1, 1) blocks striding over tile indices t = m_block + m_blocks * (hq + heads_q * b),
-// visiting the heaviest m-blocks first under causal.
+// (n, 1, 1) blocks striding over tile indices t = m_block + m_blocks * (hq + heads_q * b).
+// Both visit the heaviest m-blocks first under causal.
 #include "prims.cuh"
 #include "abi.cuh"
 
@@ -178,21 +178,56 @@ __device__ __forceinline__ Work make_work(const SdpaParams& p, int mb, int hq, i
     return w;
 }
 
-// Issue the copies of K/V tile `j` into ring slot `slot`, by threads [0, nthreads) counted
-// from `tid`. Rows past seq_kv are zero-filled (their scores are masked; zero V keeps
-// 0 * garbage from becoming NaN).
-__device__ __forceinline__ void load_kv(u8* smem, const SdpaParams& p, const Work& w, int j, int slot,
-                                        int tid, int nthreads) {
+// Issue the copies of K/V tile `j` into ring slot `slot`, by NTH threads counted from `tid`.
+// Rows past seq_kv are zero-filled (their scores are masked; zero V keeps 0 * garbage from
+// becoming NaN). When NTH divides the tile's chunks and is a multiple of a row's chunks, a
+// thread copies one fixed chunk column of every RS-th row: one 64-bit multiply per tile and
+// compile-time steps after it. (The generic loop it replaces cost ~250 integer instructions
+// per warp per tile, as many as the softmax, in a loop whose issue slots are the bound.)
+template <int NTH>
+__device__ __forceinline__ void load_kv(u8* smem, const SdpaParams& p, const Work& w, int j, int slot, int tid) {
     const u32 base = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
     const int n0 = j * BN;
     constexpr int CH = KV8 ? CH8 : CH16;
-    for (int ci = tid; ci < BN * CH; ci += nthreads) {
-        const int row = ci / CH, ch = ci % CH;
-        const bool valid = n0 + row < p.seq_kv;
-        const long long r = valid ? n0 + row : 0;
-        const u32 dst = KV8 ? u32(row * D + ch * 16) : T16::off(row, ch);
-        copy16(base + dst, w.k + r * w.ks + ch * 16, valid);
-        copy16(base + KV_TILE + dst, w.v + r * w.vs + ch * 16, valid);
+    if constexpr (NTH % CH == 0 && (BN * CH) % NTH == 0) {
+        constexpr int RS = NTH / CH, PER = BN * CH / NTH;
+        const int row0 = tid / CH, ch = tid % CH;
+        const long long r0 = n0 + row0;
+        const u8* kt = w.k + r0 * w.ks + ch * 16;
+        const u8* vt = w.v + r0 * w.vs + ch * 16;
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            const int row = row0 + i * RS;
+            const bool valid = n0 + row < p.seq_kv;
+            const u32 dst = KV8 ? u32(row * D + ch * 16) : T16::off(row, ch);
+            // Past seq_kv the source is not read (zero-fill), so it needs no clamping.
+            copy16(base + dst, kt + i * RS * w.ks, valid);
+            copy16(base + KV_TILE + dst, vt + i * RS * w.vs, valid);
+        }
+    } else {
+        for (int ci = tid; ci < BN * CH; ci += NTH) {
+            const int row = ci / CH, ch = ci % CH;
+            const bool valid = n0 + row < p.seq_kv;
+            const long long r = valid ? n0 + row : 0;
+            const u32 dst = KV8 ? u32(row * D + ch * 16) : T16::off(row, ch);
+            copy16(base + dst, w.k + r * w.ks + ch * 16, valid);
+            copy16(base + KV_TILE + dst, w.v + r * w.vs + ch * 16, valid);
+        }
+    }
+}
+
+// One 16-byte chunk of 8-bit codes (row `row`, chunk `ch` of an 8-bit tile at `src`) to the
+// 16-bit chunks 2ch and 2ch + 1 of row `row` of the 16-bit tile at `dst`. Threads with
+// ch % 8 >= 4 store the odd chunk first, so that the 8 threads of a store phase hit 8
+// distinct bank groups (chunks 2ch and 2ch + 8 of a 256-byte row share banks).
+__device__ __forceinline__ void decode_chunk(u32 src, u32 dst, int row, int ch) {
+    if constexpr (KV8) {
+        const u32x4 in = lds16(src + u32(row * D + ch * 16));
+        u32x4 a, b;
+        decode16<kv_t, c_t>(in, a, b);
+        const int flip = (ch >> 2) & 1;
+        sts16(dst + T16::off(row, 2 * ch + flip), flip ? b : a);
+        sts16(dst + T16::off(row, 2 * ch + 1 - flip), flip ? a : b);
     }
 }
 
@@ -203,17 +238,8 @@ __device__ __forceinline__ void decode_kv(u8* smem, int slot, int buf, int tid, 
         const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
         for (int ci = tid; ci < 2 * BN * CH8; ci += nthreads) {
             const int which = ci / (BN * CH8);  // 0: K, 1: V
-            const int c = ci % (BN * CH8), row = c / CH8, ch = c % CH8;
-            const u32x4 in = lds16(src + which * KV_TILE + row * D + ch * 16);
-            u32x4 a, b;
-            decode16<kv_t, c_t>(in, a, b);
-            const u32 t = dst + which * BN * ROW16;
-            // Chunks 2ch and 2ch+1; threads with ch % 8 >= 4 store the odd chunk first, so
-            // the 8 threads of a store phase hit 8 distinct bank groups (one 256-byte row
-            // would otherwise put chunks 2ch and 2ch + 8 on the same banks).
-            const int flip = (ch >> 2) & 1;
-            sts16(t + T16::off(row, 2 * ch + flip), flip ? b : a);
-            sts16(t + T16::off(row, 2 * ch + 1 - flip), flip ? a : b);
+            const int c = ci % (BN * CH8);
+            decode_chunk(src + which * KV_TILE, dst + which * BN * ROW16, c / CH8, c % CH8);
         }
     }
 }
@@ -229,14 +255,8 @@ __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int t
         for (int i = 0; i < TOTAL / NT; ++i) {
             const int ci = tid + i * NT;
             const int which = ci / (BN * CH8);
-            const int c = ci % (BN * CH8), row = c / CH8, ch = c % CH8;
-            const u32x4 in = lds16(src + which * KV_TILE + row * D + ch * 16);
-            u32x4 a, b;
-            decode16<kv_t, c_t>(in, a, b);
-            const u32 t = dst + which * BN * ROW16;
-            const int flip = (ch >> 2) & 1;  // as in decode_kv
-            sts16(t + T16::off(row, 2 * ch + flip), flip ? b : a);
-            sts16(t + T16::off(row, 2 * ch + 1 - flip), flip ? a : b);
+            const int c = ci % (BN * CH8);
+            decode_chunk(src + which * KV_TILE, dst + which * BN * ROW16, c / CH8, c % CH8);
         }
     } else {
         decode_kv(smem, slot, buf, tid, NT);
@@ -245,19 +265,31 @@ __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int t
 
 // Q tile (rows m0..m0+BM) to shared memory as 16-bit compute values, by computing threads.
 // 16-bit Q: cp.async (or plain copies); 8-bit Q: load, decode, store. Rows past seq_q are 0.
-__device__ __forceinline__ void load_q(u8* smem, const SdpaParams& p, const Work& w, int tid, int nthreads) {
+template <int NTH>
+__device__ __forceinline__ void load_q(u8* smem, const SdpaParams& p, const Work& w, int tid) {
     const u8* q = (const u8*)p.q + ((long long)w.b * p.q_stride_b + (long long)w.hq * p.q_stride_h) * sizeof(q_t);
     const long long qs = p.q_stride_s * (long long)sizeof(q_t);
     const u32 base = smem_u32(smem + OFF_Q);
-    if constexpr (!Q8) {
-        for (int ci = tid; ci < BM * CH16; ci += nthreads) {
+    if constexpr (!Q8 && NTH % CH16 == 0 && (BM * CH16) % NTH == 0) {
+        // Fixed chunk column per thread, as in load_kv (the generic loop below cost ~30
+        // integer instructions per chunk: ~500 per thread in every block's prologue).
+        constexpr int RS = NTH / CH16, PER = BM * CH16 / NTH;
+        const int row0 = tid / CH16, ch = tid % CH16;
+        const u8* src = q + (long long)(w.m0 + row0) * qs + ch * 16;
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            const int row = row0 + i * RS;
+            copy16(base + T16::off(row, ch), src + i * RS * qs, w.m0 + row < p.seq_q);
+        }
+    } else if constexpr (!Q8) {
+        for (int ci = tid; ci < BM * CH16; ci += NTH) {
             const int row = ci / CH16, ch = ci % CH16;
             const bool valid = w.m0 + row < p.seq_q;
             const long long r = valid ? w.m0 + row : 0;
             copy16(base + T16::off(row, ch), q + r * qs + ch * 16, valid);
         }
     } else {
-        for (int ci = tid; ci < BM * CH8; ci += nthreads) {
+        for (int ci = tid; ci < BM * CH8; ci += NTH) {
             const int row = ci / CH8, ch = ci % CH8;
             u32x4 in = {0u, 0u, 0u, 0u}, a, b;
             if (w.m0 + row < p.seq_q) in = ldg16(q + (long long)(w.m0 + row) * qs + ch * 16);
@@ -277,14 +309,16 @@ struct WarpState {
     u32 q[Q_IN_REGS ? R : 1][Q_IN_REGS ? D / 16 : 1][4];  // Q A-fragments when kept in registers
 };
 
-// This lane's ldmatrix addresses for the two x4 patterns:
-//  A (Q, and V with .trans): matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7,
-//    k 8-15), (rows 8-15, k 8-15): lanes 8i..8i+7 point at row 8(i%2) + lane%8, chunk i/2.
-//    For Q that is a[0..3]; for V[key][d] with .trans it is b0, b1 of d-tile 2dp and then
-//    b0, b1 of d-tile 2dp + 1 (keys are the k dimension).
-//  B (K stored [key][d]): matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7),
-//    (n 8-15, k 8-15): lanes 8i..8i+7 point at row 8(i/2) + lane%8, chunk i%2, so r[0], r[1]
-//    are b0, b1 of n-tile 2np and r[2], r[3] those of n-tile 2np + 1.
+// This lane's ldmatrix.x4 addresses, one pattern for every operand: matrices (rows 0-7,
+// k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15), i.e. lanes 8i..8i+7
+// point at row 8(i%2) + lane%8, chunk i/2.
+//  Q:                 r[0..3] are a[0..3] of the m16 fragment.
+//  K [key][d]:        rows are keys (the n dimension), so r[0], r[2] are b0, b1 of n-tile
+//                     2np and r[1], r[3] those of n-tile 2np + 1.
+//  V [key][d], .trans: keys are the k dimension, so r[0], r[1] are b0, b1 of d-tile 2dp and
+//                     r[2], r[3] those of d-tile 2dp + 1.
+// One pattern keeps 4 address registers per lane instead of 8 (round 5: the register room
+// that FA2's D128 tile, 32 rows x 64 keys per warp, needs).
 struct Addrs {
     LaneAddr<T16> a, b;
     __device__ __forceinline__ explicit Addrs(int lane)
@@ -528,20 +562,20 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
 
     // Prologue: Q (its own cp.async group, the oldest), then K/V tiles 0..STAGES-2.
     if constexpr (PERSISTENT) consumer_sync();  // the previous work tile is done with smem
-    load_q(smem, p, w, tid, NT);
+    load_q<NT>(smem, p, w, tid);
     commit();
     if constexpr (PIPE_DECODE) {
         // Every slot: tiles 0..STAGES-1 (tile j + STAGES is issued once tile j is decoded).
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
-            if (s < w.n_tiles) load_kv(smem, p, w, s, s, tid, NT);
+            if (s < w.n_tiles) load_kv<NT>(smem, p, w, s, s, tid);
             commit();
         }
         wait_groups<STAGES - 1>();  // Q and tile 0 landed
     } else if constexpr (!WS) {
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < w.n_tiles) load_kv(smem, p, w, s, s, tid, NT);
+            if (s < w.n_tiles) load_kv<NT>(smem, p, w, s, s, tid);
             commit();
         }
         wait_groups<STAGES - 1>();  // Q landed
@@ -570,7 +604,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             // iteration) is complete; everyone finished tile j - 1, so buffer (j + 1) % 2 and
             // ring slot j % STAGES (tile j, decoded last iteration) are free.
             __syncthreads();
-            if (j + STAGES < w.n_tiles) load_kv(smem, p, w, j + STAGES, j % STAGES, tid, NT);
+            if (j + STAGES < w.n_tiles) load_kv<NT>(smem, p, w, j + STAGES, j % STAGES, tid);
             commit();
             slot = j % STAGES;
         } else if constexpr (WS) {
@@ -580,14 +614,14 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         } else {
             slot = j % STAGES;
             if constexpr (STAGES == 1) {
-                load_kv(smem, p, w, j, 0, tid, NT);
+                load_kv<NT>(smem, p, w, j, 0, tid);
                 commit();
                 wait_groups<0>();
                 __syncthreads();
             } else {
                 wait_groups<STAGES - 2>();  // tile j landed (this thread's copies)
                 __syncthreads();            // ... everyone's; and slot (j-1) % S is free
-                if (j + STAGES - 1 < w.n_tiles) load_kv(smem, p, w, j + STAGES - 1, (j + STAGES - 1) % STAGES, tid, NT);
+                if (j + STAGES - 1 < w.n_tiles) load_kv<NT>(smem, p, w, j + STAGES - 1, (j + STAGES - 1) % STAGES, tid);
                 commit();
                 step_sync();
             }
@@ -634,7 +668,7 @@ __device__ __forceinline__ void produce(u8* smem, const SdpaParams& p, const Wor
         for (int j = 0; j < w.n_tiles; ++j, ++it) {
             const int slot = it % STAGES;
             if (it >= STAGES) bar_sync(BAR_EMPTY + slot, WARPS * 32);  // tile it - S consumed
-            load_kv(smem, p, w, j, slot, ptid, NP);
+            load_kv<NP>(smem, p, w, j, slot, ptid);
             commit();
             if (it + 1 - sig == STAGES - 1) {  // STAGES - 1 groups pending: retire the oldest
                 wait_groups<STAGES - 2>();
@@ -663,7 +697,10 @@ sdpa_portable(const SdpaParams p) {
             else consume(smem, p, w, it);
         }
     } else {
-        const Work w = make_work(p, blockIdx.x, blockIdx.y, blockIdx.z);
+        // Causal: m-block gridDim.x - 1 - blockIdx.x, so that the blocks with the most KV
+        // tiles (the bottom rows) are dispatched first and the short ones fill the tail.
+        const int mb = CAUSAL ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+        const Work w = make_work(p, mb, blockIdx.y, blockIdx.z);
         if (producer) produce(smem, p, w, it);
         else consume(smem, p, w, it);
     }
