@@ -245,10 +245,39 @@ __device__ __forceinline__ void decode_kv(u8* smem, int slot, int buf, int tid, 
 }
 
 // decode_kv by all NT computing threads with a fixed trip count (no per-thread loop exit), so
-// that it can sit inside one basic block with the softmax.
+// that it can sit inside one basic block with the softmax. Chunks are dealt in pairs of rows:
+// in every 8 threads (one shared-memory phase), threads 0-3 take 4 chunks of an even row and
+// threads 4-7 4 chunks of the next row, from the other 64-byte half of the 128-byte bank
+// window (ch = 4·(grp ^ half) + t). Loads then cover 32 distinct banks, and the swizzle
+// (chunk ^ row % 8) puts the even row's outputs on even bank groups and the odd row's on odd
+// ones, so neither store conflicts and no thread needs the select-based store order of
+// decode_chunk. Each thread's rows and chunk are fixed, so all addresses after the first are
+// immediates (the generic mapping cost ~110 instructions per tile: selects and addressing).
 __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int tid) {
-    constexpr int NT = CONSUMERS * 32, TOTAL = 2 * BN * CH8;
-    if constexpr (KV8 && TOTAL % NT == 0) {
+    constexpr int NT = CONSUMERS * 32, TOTAL = 2 * BN * CH8, PAIR = 2 * CH8;
+    constexpr bool PAIRED = (BN * CH8) % NT == 0 && NT % PAIR == 0 && (2 * NT / PAIR) % 8 == 0;
+    if constexpr (KV8 && PAIRED) {
+        const u32 src = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
+        const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
+        const int u = tid % PAIR, t = u & 3, half = (u >> 2) & 1, grp = u >> 3;
+        const int row0 = 2 * (tid / PAIR) + half;
+        const int ch = CH8 >= 8 ? 4 * (grp ^ half) + t : t;
+        const u32 s0 = src + u32(row0 * D + ch * 16);
+        const u32 d0 = dst + T16::off(row0, 2 * ch), d1 = dst + T16::off(row0, 2 * ch + 1);
+#pragma unroll
+        for (int i = 0; i < TOTAL / NT; ++i) {
+            // Chunk tid + i·NT: K or V (compile-time), rows shifted by a multiple of 8, so the
+            // swizzle of row0 still applies.
+            const int which = (i * NT) / (BN * CH8);
+            const int drow = 2 * (((i * NT) % (BN * CH8)) / PAIR);
+            const u32x4 in = lds16(s0 + u32(which * KV_TILE + drow * D));
+            u32x4 a, b;
+            decode16<kv_t, c_t>(in, a, b);
+            const u32 o = u32(which * BN * ROW16 + drow * ROW16);
+            sts16(d0 + o, a);
+            sts16(d1 + o, b);
+        }
+    } else if constexpr (KV8 && TOTAL % NT == 0) {
         const u32 src = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
         const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
 #pragma unroll
