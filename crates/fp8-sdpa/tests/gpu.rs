@@ -21,14 +21,7 @@ fn case(
 ) -> HostCase {
     let (batch, seq_q, seq_kv, heads_q, heads_kv, head_dim) = shape;
     HostCase::build(CaseSpec {
-        shape: AttnShape {
-            batch,
-            seq_q,
-            seq_kv,
-            heads_q,
-            heads_kv,
-            head_dim,
-        },
+        shape: AttnShape::new(batch, seq_q, seq_kv, heads_q, heads_kv, head_dim),
         precision,
         causal,
         layout,

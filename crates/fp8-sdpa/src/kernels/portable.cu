@@ -245,7 +245,8 @@ __device__ __forceinline__ void decode_kv(u8* smem, int slot, int buf, int tid, 
 }
 
 // decode_kv by all NT computing threads with a fixed trip count (no per-thread loop exit), so
-// that it can sit inside one basic block with the softmax. Chunks are dealt in pairs of rows:
+// that it can sit inside one basic block with the softmax (every registered pipelined spec:
+// 128 or 256 threads; other counts fall back to decode_kv). Chunks are dealt in pairs of rows:
 // in every 8 threads (one shared-memory phase), threads 0-3 take 4 chunks of an even row and
 // threads 4-7 4 chunks of the next row, from the other 64-byte half of the 128-byte bank
 // window (ch = 4·(grp ^ half) + t). Loads then cover 32 distinct banks, and the swizzle
@@ -277,17 +278,8 @@ __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int t
             sts16(d0 + o, a);
             sts16(d1 + o, b);
         }
-    } else if constexpr (KV8 && TOTAL % NT == 0) {
-        const u32 src = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
-        const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
-#pragma unroll
-        for (int i = 0; i < TOTAL / NT; ++i) {
-            const int ci = tid + i * NT;
-            const int which = ci / (BN * CH8);
-            const int c = ci % (BN * CH8);
-            decode_chunk(src + which * KV_TILE, dst + which * BN * ROW16, c / CH8, c % CH8);
-        }
     } else {
+        // Thread counts the pairing does not fit (no registered spec): the generic loop.
         decode_kv(smem, slot, buf, tid, NT);
     }
 }
@@ -338,16 +330,16 @@ struct WarpState {
     u32 q[Q_IN_REGS ? R : 1][Q_IN_REGS ? D / 16 : 1][4];  // Q A-fragments when kept in registers
 };
 
-// This lane's ldmatrix.x4 addresses, one pattern for every operand: matrices (rows 0-7,
-// k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15), i.e. lanes 8i..8i+7
-// point at row 8(i%2) + lane%8, chunk i/2.
-//  Q:                 r[0..3] are a[0..3] of the m16 fragment.
-//  K [key][d]:        rows are keys (the n dimension), so r[0], r[2] are b0, b1 of n-tile
-//                     2np and r[1], r[3] those of n-tile 2np + 1.
-//  V [key][d], .trans: keys are the k dimension, so r[0], r[1] are b0, b1 of d-tile 2dp and
-//                     r[2], r[3] those of d-tile 2dp + 1.
-// One pattern keeps 4 address registers per lane instead of 8 (round 5: the register room
-// that FA2's D128 tile, 32 rows x 64 keys per warp, needs).
+// This lane's ldmatrix addresses for the two x4 patterns:
+//  A (Q, and V with .trans): matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7,
+//    k 8-15), (rows 8-15, k 8-15): lanes 8i..8i+7 point at row 8(i%2) + lane%8, chunk i/2.
+//    For Q that is a[0..3]; for V[key][d] with .trans it is b0, b1 of d-tile 2dp and then
+//    b0, b1 of d-tile 2dp + 1 (keys are the k dimension).
+//  B (K stored [key][d]): matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7),
+//    (n 8-15, k 8-15): lanes 8i..8i+7 point at row 8(i/2) + lane%8, chunk i%2, so r[0], r[1]
+//    are b0, b1 of n-tile 2np and r[2], r[3] those of n-tile 2np + 1.
+// (K could use pattern A with its registers reordered, saving 4 address registers, but
+// ptxas then recomputes addresses in the loop: +98 instructions per tile at D128, round 5.)
 struct Addrs {
     LaneAddr<T16> a, b;
     __device__ __forceinline__ explicit Addrs(int lane)

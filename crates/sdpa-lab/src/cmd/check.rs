@@ -146,14 +146,7 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
     } else {
         Compiler::new()?
     };
-    let specs: Vec<KernelSpec> = registry::registered()
-        .into_iter()
-        .filter(|s| {
-            a.filter
-                .as_ref()
-                .is_none_or(|f| s.key().contains(f.as_str()))
-        })
-        .collect();
+    let specs = super::matching(registry::registered(), a.filter.as_deref());
     let t0 = std::time::Instant::now();
     let rows = check_specs(&specs, &arches, &compiler);
     if a.summary {

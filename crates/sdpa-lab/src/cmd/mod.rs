@@ -7,3 +7,14 @@ pub mod env;
 pub mod report;
 pub mod repro;
 pub mod verify;
+
+use fp8_sdpa::variant::KernelSpec;
+
+/// The specs whose key contains `filter` (all of them without one): `--filter` of `check` and
+/// `verify`.
+pub fn matching(specs: Vec<KernelSpec>, filter: Option<&str>) -> Vec<KernelSpec> {
+    specs
+        .into_iter()
+        .filter(|s| filter.is_none_or(|f| s.key().contains(f)))
+        .collect()
+}

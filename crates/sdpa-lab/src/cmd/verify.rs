@@ -116,14 +116,7 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
             7,
         )?);
     }
-    let specs: Vec<KernelSpec> = registry::registered_for(arch)
-        .into_iter()
-        .filter(|s| {
-            a.filter
-                .as_ref()
-                .is_none_or(|f| s.key().contains(f.as_str()))
-        })
-        .collect();
+    let specs = super::matching(registry::registered_for(arch), a.filter.as_deref());
     // Group specs by problem class: each case is built, referenced and uploaded once.
     let mut groups: BTreeMap<(String, u32, bool), (Precision, Vec<KernelSpec>)> = BTreeMap::new();
     for s in &specs {
@@ -149,14 +142,7 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
         for (si, &(batch, seq_q, seq_kv, heads_q, heads_kv)) in shapes.iter().enumerate() {
             for seed in 0..seeds {
                 let case = CaseSpec {
-                    shape: AttnShape {
-                        batch,
-                        seq_q,
-                        seq_kv,
-                        heads_q,
-                        heads_kv,
-                        head_dim: *d as usize,
-                    },
+                    shape: AttnShape::new(batch, seq_q, seq_kv, heads_q, heads_kv, *d as usize),
                     precision: *precision,
                     causal: *causal,
                     layout: if (si + seed as usize).is_multiple_of(2) {
