@@ -98,6 +98,10 @@ pub struct Variant {
     pub tc_pv: bool,
     /// Warp specialization: `producer_warps` warps only load, the rest compute.
     pub warp_spec: bool,
+    /// Half steps: each K/V tile is copied and handed over whole (one barrier per `tile_n`
+    /// keys) but computed in two steps of `tile_n / 2` keys, so the score tile takes half the
+    /// registers.
+    pub half_steps: bool,
     /// Producer warps when `warp_spec` (0 otherwise).
     pub producer_warps: u32,
     /// Persistent blocks looping over a tile queue (else one block per tile).
@@ -126,6 +130,7 @@ impl Variant {
             tc_pv: false,
             warp_spec: false,
             producer_warps: 0,
+            half_steps: false,
             persistent: false,
             fast_exp: false,
             sync: SyncPolicy::Block,
@@ -162,6 +167,9 @@ impl Variant {
         }
         if self.warp_spec {
             flags.push_str(&format!("w{}", self.producer_warps));
+        }
+        if self.half_steps {
+            flags.push('h');
         }
         if self.persistent {
             flags.push('p');
@@ -220,6 +228,9 @@ impl Variant {
                 self.threads()
             ));
         }
+        if self.half_steps && self.family != Family::Portable {
+            return fail("half_steps is a portable-family knob".into());
+        }
         match self.family {
             Family::Reference => {
                 let want = Variant {
@@ -246,6 +257,12 @@ impl Variant {
                     return fail(format!(
                         "tile_m must be 16 or 32 rows per computing warp ({} computing warps), got {}",
                         consumers, self.tile_m
+                    ));
+                }
+                if self.half_steps && self.tile_n < 64 {
+                    return fail(format!(
+                        "half_steps needs tile_n 64 or 128 (steps of at least 32 keys), got {}",
+                        self.tile_n
                     ));
                 }
                 if self.stages > 1 && !self.cp_async {
@@ -323,6 +340,7 @@ impl FromStr for Variant {
             tc_pv: false,
             warp_spec: false,
             producer_warps: 0,
+            half_steps: false,
             persistent: false,
             fast_exp: false,
             sync: SyncPolicy::Block,
@@ -346,6 +364,7 @@ impl FromStr for Variant {
                             .parse()
                             .map_err(|_| bad("'w' flag needs a producer count"))?;
                     }
+                    'h' => v.half_steps = true,
                     'p' => v.persistent = true,
                     'e' => v.fast_exp = true,
                     'l' => v.sync = SyncPolicy::Light,
@@ -475,6 +494,7 @@ impl KernelSpec {
             ("SDPA_TC_PV".into(), b(v.tc_pv)),
             ("SDPA_WARP_SPEC".into(), b(v.warp_spec)),
             ("SDPA_PRODUCER_WARPS".into(), v.producer_warps.to_string()),
+            ("SDPA_HALF_STEPS".into(), b(v.half_steps)),
             ("SDPA_PERSISTENT".into(), b(v.persistent)),
             ("SDPA_FAST_EXP".into(), b(v.fast_exp)),
             ("SDPA_SYNC_LIGHT".into(), b(v.sync == SyncPolicy::Light)),
@@ -502,7 +522,7 @@ mod tests {
             prop::sample::select(vec![16u32, 32, 64, 128, 256]),
             1u32..=16,
             1u32..=4,
-            any::<[bool; 7]>(),
+            any::<[bool; 8]>(),
             0u32..=4,
             1u32..=4,
         )
@@ -517,6 +537,7 @@ mod tests {
                     tc_pv: f[1],
                     warp_spec: producers > 0,
                     producer_warps: producers,
+                    half_steps: f[7],
                     persistent: f[3],
                     fast_exp: f[4],
                     sync: if f[5] {
@@ -574,8 +595,8 @@ mod tests {
         let d = s.defines();
         let names: std::collections::HashSet<_> = d.iter().map(|(n, _)| n.clone()).collect();
         assert_eq!(names.len(), d.len(), "duplicate define");
-        // 14 variant fields + head dim + causal + 4 types.
-        assert_eq!(d.len(), 20);
+        // 15 variant fields + head dim + causal + 4 types.
+        assert_eq!(d.len(), 21);
         assert!(d.contains(&("SDPA_Q_T".into(), "e4m3_t".into())));
         assert!(d.contains(&("SDPA_O_T".into(), "bf16_t".into())));
     }

@@ -42,6 +42,11 @@ namespace cfg {
 constexpr int D = SDPA_HEAD_DIM;
 constexpr int BM = SDPA_TILE_M;
 constexpr int BN = SDPA_TILE_N;
+// Keys per compute step: a tile is copied and handed over (one barrier) whole, and with
+// HALF_STEPS computed in two steps of BN / 2 keys, so the score tile S takes half the
+// registers (a 128-key tile at 32 rows per warp: 64 instead of 128).
+constexpr bool HALF_STEPS = SDPA_HALF_STEPS != 0;
+constexpr int CN = HALF_STEPS ? BN / 2 : BN;
 constexpr int WARPS = SDPA_WARPS;
 constexpr bool WS = SDPA_WARP_SPEC != 0;
 constexpr int PRODUCERS = WS ? SDPA_PRODUCER_WARPS : 0;
@@ -98,7 +103,7 @@ constexpr float RESCALE_TAU = 8.f;
 // D64 default, also tile_n 64, lost 3-4%). So the vote is kept only at 32 rows per warp and
 // tile_n 32 (one FMUL per mma: the D128 default). The multiply by corr = 1 for rows that
 // did not move is exact.
-constexpr bool RESCALE_SKIP = R == 2 && BN <= 32;
+constexpr bool RESCALE_SKIP = R == 2 && CN <= 32;
 
 static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
 static_assert(R == 1 || R == 2, "16 or 32 query rows per computing warp");
@@ -355,16 +360,16 @@ struct NoHook {
     __device__ __forceinline__ void operator()() const {}
 };
 template <typename Mid = NoHook>
-__device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8* smem, u32 sk, u32 sv, int j,
+__device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8* smem, u32 sk, u32 sv, int k0,
                                              bool masked, int row_w, int warp, int lane, float sl2,
                                              const SdpaParams& p, const Mid& mid = Mid()) {
     const u32 sq = smem_u32(smem + OFF_Q);
     const int g = lane >> 2, t = lane & 3;
-    float s[R][BN / 8][4];
+    float s[R][CN / 8][4];
 #pragma unroll
     for (int mi = 0; mi < R; ++mi)
 #pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt)
+        for (int nt = 0; nt < CN / 8; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) s[mi][nt][e] = 0.f;
 
@@ -382,7 +387,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
             }
         }
 #pragma unroll
-        for (int np = 0; np < BN / 16; ++np) {
+        for (int np = 0; np < CN / 16; ++np) {
             u32 kb[4];
             ldmatrix_x4(kb, ad.b.at(sk, 16 * np, 2 * kk));
 #pragma unroll
@@ -395,17 +400,17 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
     step_sync();
 
     // ---- mask: keys past seq_kv, and (causal) keys past row + seq_kv - seq_q ----
-    // Element (mi, nt, e) is row row_w + 16mi + g + 8(e/2), key j·BN + 8nt + 2t + e%2.
+    // Element (mi, nt, e) is row row_w + 16mi + g + 8(e/2), key k0 + 8nt + 2t + e%2.
     if (masked) {
         const int off = p.seq_kv - p.seq_q;
 #pragma unroll
         for (int mi = 0; mi < R; ++mi)
 #pragma unroll
-            for (int nt = 0; nt < BN / 8; ++nt)
+            for (int nt = 0; nt < CN / 8; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int row = row_w + 16 * mi + g + 8 * (e >> 1);
-                    const int key = j * BN + 8 * nt + 2 * t + (e & 1);
+                    const int key = k0 + 8 * nt + 2 * t + (e & 1);
                     bool out = key >= p.seq_kv;
                     if constexpr (CAUSAL) out = out || key > row + off;
                     if (out) s[mi][nt][e] = -SDPA_INF;
@@ -428,7 +433,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
         for (int h = 0; h < 2; ++h) {
             float mx = -SDPA_INF;
 #pragma unroll
-            for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[mi][nt][2 * h], s[mi][nt][2 * h + 1]));
+            for (int nt = 0; nt < CN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[mi][nt][2 * h], s[mi][nt][2 * h + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float cand = mx * sl2;
@@ -441,7 +446,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
             ws.m[mi][h] = m_new;
             float sum = 0.f;
 #pragma unroll
-            for (int nt = 0; nt < BN / 8; ++nt)
+            for (int nt = 0; nt < CN / 8; ++nt)
 #pragma unroll
                 for (int e = 2 * h; e < 2 * h + 2; ++e) {
                     const float pe = ex2(fmaf(s[mi][nt][e], sl2, -m_use));
@@ -466,7 +471,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
         // a[0] = (g, 2t..) = s[2kc][0,1], a[1] = (g+8, 2t..) = s[2kc][2,3],
         // a[2] = (g, 8+2t..) = s[2kc+1][0,1], a[3] = (g+8, 8+2t..) = s[2kc+1][2,3].
 #pragma unroll
-        for (int kc = 0; kc < BN / 16; ++kc) {
+        for (int kc = 0; kc < CN / 16; ++kc) {
             u32 pa[R][4];
 #pragma unroll
             for (int mi = 0; mi < R; ++mi) {
@@ -496,14 +501,14 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
 #pragma unroll
         for (int mi = 0; mi < R; ++mi)
 #pragma unroll
-            for (int nt = 0; nt < BN / 8; ++nt)
+            for (int nt = 0; nt < CN / 8; ++nt)
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
                     sts_f32x2(sp + u32(((16 * mi + g + 8 * h) * P_ROW + 8 * nt + 2 * t) * 4), s[mi][nt][2 * h],
                               s[mi][nt][2 * h + 1]);
         __syncwarp();
 #pragma unroll 2
-        for (int n = 0; n < BN; ++n) {
+        for (int n = 0; n < CN; ++n) {
             float pr[R][2];
 #pragma unroll
             for (int mi = 0; mi < R; ++mi)
@@ -530,8 +535,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
 
 // O = acc · v_descale / l for this warp's rows, and LSE. Fully masked rows (l == 0) give 0
 // and -inf; a NaN l gives NaN.
-__device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, const Work& w, int row_w, int lane,
-                                          float v_ds) {
+__device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, const Work& w, int row_w, int lane, float v_ds) {
     const int g = lane >> 2, t = lane & 3;
     o_t* o = (o_t*)p.o + (long long)w.b * p.o_stride_b + (long long)w.hq * p.o_stride_h;
 #pragma unroll
@@ -661,16 +665,23 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             sk = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
             sv = sk + KV_TILE;
         }
-        if constexpr (PIPE_DECODE) {
-            // Decode tile j + 1 inside tile j's softmax (see compute_tile). Unconditional, so
-            // that it stays in the softmax's basic block: past the last tile it decodes a
-            // ring slot no copy is writing (stale or unwritten bytes) into the free staging
-            // buffer, which nothing reads before the next work tile's prologue overwrites it.
-            const int nslot = (j + 1) % STAGES, nbuf = (j + 1) & 1;
-            compute_tile(ws, ad, smem, sk, sv, j, j >= w.diag0, row_w, warp, lane, sl2, p,
-                         [&]() { decode_kv_all(smem, nslot, nbuf, tid); });
-        } else {
-            compute_tile(ws, ad, smem, sk, sv, j, j >= w.diag0, row_w, warp, lane, sl2, p);
+        const bool masked = j >= w.diag0;
+#pragma unroll 1
+        for (int c = 0; c < BN / CN; ++c) {
+            const u32 ck = sk + c * CN * ROW16, cv = sv + c * CN * ROW16;
+            const int k0 = j * BN + c * CN;
+            if (PIPE_DECODE && c == 0) {
+                // Decode tile j + 1 inside tile j's (first) softmax (see compute_tile).
+                // Unconditional, so that it stays in the softmax's basic block: past the last
+                // tile it decodes a ring slot no copy is writing (stale or unwritten bytes)
+                // into the free staging buffer, which nothing reads before the next work
+                // tile's prologue overwrites it.
+                const int nslot = (j + 1) % STAGES, nbuf = (j + 1) & 1;
+                compute_tile(ws, ad, smem, ck, cv, k0, masked, row_w, warp, lane, sl2, p,
+                             [&]() { decode_kv_all(smem, nslot, nbuf, tid); });
+            } else {
+                compute_tile(ws, ad, smem, ck, cv, k0, masked, row_w, warp, lane, sl2, p);
+            }
         }
         if constexpr (WS && !KV8) bar_arrive(BAR_EMPTY + slot, WARPS * 32);
         if constexpr (!WS && STAGES == 1) __syncthreads();  // slot 0 is refilled next

@@ -37,13 +37,19 @@ pub fn registered() -> Vec<KernelSpec> {
 
 /// The registered specs that `arch` can run: [`registered`] less the specs whose shared
 /// memory exceeds the arch's opt-in limit (e.g. a 192 KB D256 tile is registered for
-/// sm_90a's 227 KB, not for sm_80's 163 KB). What `check` compiles and `verify` runs per arch.
+/// sm_90a's 227 KB, not for sm_80's 163 KB) and, off sm_90a, the [`HOPPER_ONLY`] variants.
+/// What `check` compiles and `verify` runs per arch.
 pub fn registered_for(arch: Arch) -> Vec<KernelSpec> {
     registered()
         .into_iter()
         .filter(|s| s.validate(arch).is_ok())
+        .filter(|s| arch == Arch::Sm90a || !HOPPER_ONLY.contains(&s.variant.key().as_str()))
         .collect()
 }
+
+/// Variants registered for sm_90a only although they fit the others' shared memory: ptxas
+/// allocates them without a spill for sm_90a but not for sm_80, and only Hopper ships them.
+const HOPPER_ONLY: &[&str] = &["portable.m256.n128.w8.s2.b1.ctelx"];
 
 /// Which problem classes (precision, head dim) a registered variant is compiled for.
 pub type Serves = fn(Precision, u32) -> bool;
@@ -65,6 +71,12 @@ fn d64_128(_: Precision, d: u32) -> bool {
 }
 fn d128_256(_: Precision, d: u32) -> bool {
     d >= 128
+}
+fn d64_kv8(p: Precision, d: u32) -> bool {
+    d == 64 && p.kv().size() == 1
+}
+fn d128_16bit(p: Precision, d: u32) -> bool {
+    d == 128 && matches!(p, Precision::F16 | Precision::Bf16)
 }
 fn d128_f16_bf16_fp8kv_f16(p: Precision, d: u32) -> bool {
     d == 128 && matches!(p, Precision::F16 | Precision::Bf16 | Precision::Fp8KvF16)
@@ -96,15 +108,30 @@ fn arch_class(arch: Arch) -> ArchClass {
 
 /// The shipped portable variant for a problem class. All defaults use cp.async, a 2-stage
 /// swizzled ring, tensor-core P·V, light barriers and `ex2.approx`; they differ in tile and
-/// warp shape by head dim and by the arch's shared memory (see docs/perf-notes.md).
-/// Precision and causality do not change the choice today (8-bit K/V needs no more shared
-/// memory than 16-bit at 2 stages); the parameters are there so a tuned table can.
+/// warp shape by head dim, by the arch's shared memory and, on Hopper at D64 and D128, by
+/// whether K/V are 8-bit (see docs/perf-notes.md, round 6).
 pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: bool) -> Variant {
-    let _ = (precision, causal);
+    let kv8 = precision.kv().size() == 1;
     let key = match (arch_class(arch), head_dim) {
+        // 8-bit K/V, non-causal: 8 warps x 32 rows, 128 keys per step, one block per SM
+        // (128 KB). Decoding a K/V tile is shared by 256 rows instead of 128, and the 128-key
+        // score tile fits the registers without a spill for 8-bit K/V only. Measured on the
+        // H100 (round 6, run 1), fp8kv_f16: 298 / 333 / 350 TFLOPS at S 1k / 4k / 16k against
+        // 276 / 301 / 313 for the m128.n64 tile.
+        (ArchClass::Hopper, 64) if kv8 && !causal => "portable.m256.n128.w8.s2.b1.ctelx",
+        // 4 warps x 32 rows, 128 keys per copy and barrier computed in two 64-key half steps
+        // (the full 128-key score tile spills); 80 KB, two blocks per SM, which only sm_90a's
+        // 228 KB per SM holds. Measured on the H100 (round 6, run 2), f16: 311 / 326 / 332
+        // TFLOPS at S 1k / 4k / 16k against 296 / 310 / 321 for m128.n64.
+        (ArchClass::Hopper, 64) => "portable.m128.n128.w4.s2.b2.cthelx",
         // 4 warps x 32 rows (Q re-read from shared memory), 64 keys per step: 48 KB and
         // ~235 registers, two blocks per SM.
         (_, 64) => "portable.m128.n64.w4.s2.b2.ctelx",
+        // 16-bit K/V: FA2's D128 tile, 64 keys per copy and barrier, computed in two 32-key
+        // half steps; 96 KB, two blocks per SM on sm_90a only. Measured on the H100 (round 6,
+        // run 2): +0.3 to +1.7 % over m128.n32 across S 1k..16k, causal and not. (With 8-bit
+        // K/V its two staging buffers make it 128 KB, one block per SM, and it spills.)
+        (ArchClass::Hopper, 128) if !kv8 => "portable.m128.n64.w4.s2.b2.cthelx",
         // 4 warps x 32 rows, 32 keys per step (FA2's shape), 64 KB (80 KB with 8-bit K/V and
         // its two staging buffers), two blocks per SM. Measured on the H100 (run 5): 298 /
         // 327 / 335 TFLOPS at S 1k / 4k / 16k against 226 / 247 / 255 for the 8-warp x
@@ -141,7 +168,19 @@ pub fn default_variant_for_shape(
     sm_count: u32,
 ) -> Variant {
     let head_dim = shape.head_dim as u32;
-    let base = default_variant(arch, precision, head_dim, causal);
+    let mut base = default_variant(arch, precision, head_dim, causal);
+    // Causal D64 with 8-bit K/V on Hopper: the 256-row tile of the non-causal default wins
+    // from S 4k (round 6, run 1, fp8kv_f16: 287 / 331 TFLOPS at S 4k / 16k against 272 / 298
+    // for m128.n64); below that its coarse diagonal blocks lose (200 against 217 at S 1k).
+    let big = v("portable.m256.n128.w8.s2.b1.ctelx");
+    if causal
+        && head_dim == 64
+        && arch_class(arch) == ArchClass::Hopper
+        && precision.kv().size() == 1
+        && shape.seq_q >= 4096
+    {
+        base = big;
+    }
     if base.persistent || base.tile_m <= 64 || grid_blocks(&base, shape) >= u64::from(sm_count) {
         return base;
     }
@@ -170,6 +209,11 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     let mut out: Vec<(Variant, Serves)> = vec![(Variant::reference(), all)];
     // Shipped defaults, for the head dims they are the default of.
     out.push((v("portable.m128.n64.w4.s2.b2.ctelx"), d64));
+    // Round 6 (Hopper defaults): half steps at D64 and, for 16-bit K/V, at D128; the 256-row
+    // 128-key tile for 8-bit K/V at D64 (spill-free there only).
+    out.push((v("portable.m128.n128.w4.s2.b2.cthelx"), d64));
+    out.push((v("portable.m128.n64.w4.s2.b2.cthelx"), d128_16bit));
+    out.push((v("portable.m256.n128.w8.s2.b1.ctelx"), d64_kv8));
     // Candidates (round 2): FA2's D128 shape, 4 warps x 32 rows, 32 keys per step.
     out.push((v("portable.m128.n32.w4.s2.b2.ctelx"), d128));
     // Small grids (dispatch by shape): 4 warps x 16 rows, Q in registers.
@@ -232,6 +276,8 @@ mod tests {
                     s.key()
                 );
                 hopper_only += 1;
+            } else if HOPPER_ONLY.contains(&s.variant.key().as_str()) {
+                hopper_only += 1;
             }
         }
         assert!(hopper_only <= 24, "{hopper_only} sm_90a-only specs");
@@ -242,7 +288,7 @@ mod tests {
         // check and verify stay a manageable size per arch.
         for a in [Arch::Sm80, Arch::Sm90a] {
             assert!(
-                registered_for(a).len() <= 336,
+                registered_for(a).len() <= 360,
                 "{a}: {}",
                 registered_for(a).len()
             );
