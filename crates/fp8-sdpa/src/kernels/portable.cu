@@ -9,7 +9,9 @@
 //     O += P·V              P repacked to 16 bits in registers as the A operand, V via
 //                           ldmatrix.trans (or, with TC_PV off, the scalar baseline:
 //                           P through shared memory and FMAs)
-// then writes O = acc · v_descale / l (and LSE) straight from the accumulators.
+// then writes O = acc · v_descale / l (and LSE) straight from the accumulators. With
+// HALF_STEPS a tile is copied and handed over whole but computed in two steps of TILE_N / 2
+// keys (half the score registers).
 //
 // Precisions: Q, K, V arrive as 16-bit (f16/bf16) or 8-bit codes (E4M3, or the seeds'
 // u8 code). 8-bit K/V are copied as 8-bit tiles (half the global traffic of fp16) and

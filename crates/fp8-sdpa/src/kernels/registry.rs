@@ -123,9 +123,11 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
         // (the full 128-key score tile spills); 80 KB, two blocks per SM, which only sm_90a's
         // 228 KB per SM holds. Measured on the H100 (round 6, run 2), f16: 311 / 326 / 332
         // TFLOPS at S 1k / 4k / 16k against 296 / 310 / 321 for m128.n64.
-        (ArchClass::Hopper, 64) => "portable.m128.n128.w4.s2.b2.cthelx",
+        (ArchClass::Hopper, 64) if !kv8 => "portable.m128.n128.w4.s2.b2.cthelx",
         // 4 warps x 32 rows (Q re-read from shared memory), 64 keys per step: 48 KB and
-        // ~235 registers, two blocks per SM.
+        // ~235 registers, two blocks per SM. On Hopper, also 8-bit K/V causal below S 4k
+        // (see default_variant_for_shape): the half-step tile was 3 % slower there (round 6,
+        // run 4: full fp8 D64 causal S 1k 189 against 195 TFLOPS in round 5).
         (_, 64) => "portable.m128.n64.w4.s2.b2.ctelx",
         // 16-bit K/V: FA2's D128 tile, 64 keys per copy and barrier, computed in two 32-key
         // half steps; 96 KB, two blocks per SM on sm_90a only. Measured on the H100 (round 6,
