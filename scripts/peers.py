@@ -223,6 +223,26 @@ def write_atomic(path, obj):
 # ---------------------------------------------------------------- the GPU part
 
 
+def blank_row(case, backend, status):
+    """A peer row for `case` with no timings yet (bench.json's row schema)."""
+    return {
+        "suite": case["suite"],
+        "case": case["case"],
+        "implementation": "torch",
+        "backend": backend,
+        "precision": case["precision"],
+        "shape": {k: case["shape"][k] for k in SHAPE_KEYS},
+        "causal": case["causal"],
+        "mode": case["mode"],
+        "stats": None,
+        "tflops": None,
+        "gbps": None,
+        "pct_of_ceiling": None,
+        "correctness": None,
+        "status": status,
+    }
+
+
 class Runner:
     def __init__(self, torch, device, seed):
         self.torch = torch
@@ -407,22 +427,7 @@ class Runner:
     def run_case(self, case, backend):
         t = self.torch
         shape = case["shape"]
-        row = {
-            "suite": case["suite"],
-            "case": case["case"],
-            "implementation": "torch",
-            "backend": backend,
-            "precision": case["precision"],
-            "shape": {k: shape[k] for k in SHAPE_KEYS},
-            "causal": case["causal"],
-            "mode": case["mode"],
-            "stats": None,
-            "tflops": None,
-            "gbps": None,
-            "pct_of_ceiling": None,
-            "correctness": None,
-            "status": "ok",
-        }
+        row = blank_row(case, backend, "ok")
         if case["precision"] in PRECISIONS_FP8:
             row["status"] = "skipped: PyTorch SDPA has no FP8 kernel"
             return row
@@ -502,22 +507,7 @@ def main(argv=None):
                 print("peers.py: interrupted; rows so far are in " + args.out, file=sys.stderr)
                 return 130
             except Exception as e:  # one broken case must not lose the others
-                row = {
-                    "suite": case["suite"],
-                    "case": case["case"],
-                    "implementation": "torch",
-                    "backend": backend,
-                    "precision": case["precision"],
-                    "shape": {k: case["shape"][k] for k in SHAPE_KEYS},
-                    "causal": case["causal"],
-                    "mode": case["mode"],
-                    "stats": None,
-                    "tflops": None,
-                    "gbps": None,
-                    "pct_of_ceiling": None,
-                    "correctness": None,
-                    "status": "failed: " + one_line(f"{type(e).__name__}: {e}"),
-                }
+                row = blank_row(case, backend, "failed: " + one_line(f"{type(e).__name__}: {e}"))
             rows.append(row)
             write_atomic(args.out, rows)
             med = row["stats"]["median_us"] if row["stats"] else None

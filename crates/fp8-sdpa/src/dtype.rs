@@ -112,6 +112,11 @@ impl Precision {
         }
     }
 
+    /// K and V arrive as 8-bit codes (copied as 8-bit tiles and decoded in the kernel).
+    pub fn kv_is_8bit(self) -> bool {
+        self.kv().size() == 1
+    }
+
     /// Type of O.
     pub fn out(self) -> DType {
         match self {

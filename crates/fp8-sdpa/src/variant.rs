@@ -98,12 +98,12 @@ pub struct Variant {
     pub tc_pv: bool,
     /// Warp specialization: `producer_warps` warps only load, the rest compute.
     pub warp_spec: bool,
+    /// Producer warps when `warp_spec` (0 otherwise).
+    pub producer_warps: u32,
     /// Half steps: each K/V tile is copied and handed over whole (one barrier per `tile_n`
     /// keys) but computed in two steps of `tile_n / 2` keys, so the score tile takes half the
     /// registers.
     pub half_steps: bool,
-    /// Producer warps when `warp_spec` (0 otherwise).
-    pub producer_warps: u32,
     /// Persistent blocks looping over a tile queue (else one block per tile).
     pub persistent: bool,
     /// `ex2.approx.ftz` for the softmax exponent (else an accurate exp2).
@@ -462,7 +462,7 @@ impl KernelSpec {
                 // of tile_n + 4 columns.
                 let pad = if v.swizzle { 0 } else { 16 };
                 let row16 = d * 2 + pad;
-                let kv8 = self.precision.kv().size() == 1;
+                let kv8 = self.precision.kv_is_8bit();
                 let kv_tile = v.tile_n * if kv8 { d } else { row16 };
                 let pipe_decode = kv8 && !v.warp_spec && v.stages >= 2 && d <= 128;
                 let staging_bufs = match (kv8, pipe_decode) {

@@ -537,7 +537,8 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
 
 // O = acc · v_descale / l for this warp's rows, and LSE. Fully masked rows (l == 0) give 0
 // and -inf; a NaN l gives NaN.
-__device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, const Work& w, int row_w, int lane, float v_ds) {
+__device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, const Work& w, int row_w, int lane,
+                                          float v_ds) {
     const int g = lane >> 2, t = lane & 3;
     o_t* o = (o_t*)p.o + (long long)w.b * p.o_stride_b + (long long)w.hq * p.o_stride_h;
 #pragma unroll

@@ -49,7 +49,11 @@ pub fn registered_for(arch: Arch) -> Vec<KernelSpec> {
 
 /// Variants registered for sm_90a only although they fit the others' shared memory: ptxas
 /// allocates them without a spill for sm_90a but not for sm_80, and only Hopper ships them.
-const HOPPER_ONLY: &[&str] = &["portable.m256.n128.w8.s2.b1.ctelx"];
+const HOPPER_ONLY: &[&str] = &[KV8_D64];
+
+/// The Hopper D64 tile for 8-bit K/V: 8 warps x 32 rows, 128 keys per step (see
+/// [`default_variant`] and [`default_variant_for_shape`]).
+const KV8_D64: &str = "portable.m256.n128.w8.s2.b1.ctelx";
 
 /// Which problem classes (precision, head dim) a registered variant is compiled for.
 pub type Serves = fn(Precision, u32) -> bool;
@@ -73,7 +77,7 @@ fn d128_256(_: Precision, d: u32) -> bool {
     d >= 128
 }
 fn d64_kv8(p: Precision, d: u32) -> bool {
-    d == 64 && p.kv().size() == 1
+    d == 64 && p.kv_is_8bit()
 }
 fn d128_16bit(p: Precision, d: u32) -> bool {
     d == 128 && matches!(p, Precision::F16 | Precision::Bf16)
@@ -111,14 +115,14 @@ fn arch_class(arch: Arch) -> ArchClass {
 /// warp shape by head dim, by the arch's shared memory and, on Hopper at D64 and D128, by
 /// whether K/V are 8-bit (see docs/perf-notes.md, round 6).
 pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: bool) -> Variant {
-    let kv8 = precision.kv().size() == 1;
+    let kv8 = precision.kv_is_8bit();
     let key = match (arch_class(arch), head_dim) {
         // 8-bit K/V, non-causal: 8 warps x 32 rows, 128 keys per step, one block per SM
         // (128 KB). Decoding a K/V tile is shared by 256 rows instead of 128, and the 128-key
         // score tile fits the registers without a spill for 8-bit K/V only. Measured on the
         // H100 (round 6, run 1), fp8kv_f16: 298 / 333 / 350 TFLOPS at S 1k / 4k / 16k against
         // 276 / 301 / 313 for the m128.n64 tile.
-        (ArchClass::Hopper, 64) if kv8 && !causal => "portable.m256.n128.w8.s2.b1.ctelx",
+        (ArchClass::Hopper, 64) if kv8 && !causal => KV8_D64,
         // 4 warps x 32 rows, 128 keys per copy and barrier computed in two 64-key half steps
         // (the full 128-key score tile spills); 80 KB, two blocks per SM, which only sm_90a's
         // 228 KB per SM holds. Measured on the H100 (round 6, run 2), f16: 311 / 326 / 332
@@ -174,14 +178,13 @@ pub fn default_variant_for_shape(
     // Causal D64 with 8-bit K/V on Hopper: the 256-row tile of the non-causal default wins
     // from S 4k (round 6, run 1, fp8kv_f16: 287 / 331 TFLOPS at S 4k / 16k against 272 / 298
     // for m128.n64); below that its coarse diagonal blocks lose (200 against 217 at S 1k).
-    let big = v("portable.m256.n128.w8.s2.b1.ctelx");
     if causal
         && head_dim == 64
         && arch_class(arch) == ArchClass::Hopper
-        && precision.kv().size() == 1
+        && precision.kv_is_8bit()
         && shape.seq_q >= 4096
     {
-        base = big;
+        base = v(KV8_D64);
     }
     if base.persistent || base.tile_m <= 64 || grid_blocks(&base, shape) >= u64::from(sm_count) {
         return base;
@@ -215,7 +218,7 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // 128-key tile for 8-bit K/V at D64 (spill-free there only).
     out.push((v("portable.m128.n128.w4.s2.b2.cthelx"), d64));
     out.push((v("portable.m128.n64.w4.s2.b2.cthelx"), d128_16bit));
-    out.push((v("portable.m256.n128.w8.s2.b1.ctelx"), d64_kv8));
+    out.push((v(KV8_D64), d64_kv8));
     // Candidates (round 2): FA2's D128 shape, 4 warps x 32 rows, 32 keys per step.
     out.push((v("portable.m128.n32.w4.s2.b2.ctelx"), d128));
     // Small grids (dispatch by shape): 4 warps x 16 rows, Q in registers.
