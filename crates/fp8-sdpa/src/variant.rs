@@ -75,6 +75,22 @@ pub enum SyncPolicy {
     Block,
     /// Only the barriers the data flow needs (one per stage hand-off).
     Light,
+    /// No block barrier in the K/V loop: each thread copies and decodes its own chunks of the
+    /// 8-bit K/V tiles, and one mbarrier per staging buffer says when every warp has finished
+    /// a tile, so warps may drift up to one tile apart instead of meeting at every tile.
+    /// Portable family, 8-bit K/V with the pipelined decode only.
+    Decoupled,
+}
+
+impl SyncPolicy {
+    /// The value of the `SDPA_SYNC_POLICY` define.
+    pub fn code(self) -> u32 {
+        match self {
+            SyncPolicy::Block => 0,
+            SyncPolicy::Light => 1,
+            SyncPolicy::Decoupled => 2,
+        }
+    }
 }
 
 /// Every tuning knob of a kernel. Which values are valid depends on the family
@@ -158,7 +174,8 @@ impl Variant {
     /// A stable, human-readable key that names this variant uniquely and parses back
     /// ([`Variant::from_str`]). Example: `portable.m64.n64.w4.s2.b2.ctlx`. Flags, in this
     /// order: `c` cp.async, `t` tensor-core P·V, `w<n>` n producer warps, `h` half steps,
-    /// `p` persistent, `e` fast exp, `l` light barriers, `x` swizzle (`-` when none).
+    /// `p` persistent, `e` fast exp, `l` light or `d` decoupled barriers, `x` swizzle (`-` when
+    /// none).
     pub fn key(&self) -> String {
         let mut flags = String::new();
         if self.cp_async {
@@ -179,8 +196,10 @@ impl Variant {
         if self.fast_exp {
             flags.push('e');
         }
-        if self.sync == SyncPolicy::Light {
-            flags.push('l');
+        match self.sync {
+            SyncPolicy::Block => {}
+            SyncPolicy::Light => flags.push('l'),
+            SyncPolicy::Decoupled => flags.push('d'),
         }
         if self.swizzle {
             flags.push('x');
@@ -230,6 +249,9 @@ impl Variant {
                 self.threads()
             ));
         }
+        if self.sync == SyncPolicy::Decoupled && self.family != Family::Portable {
+            return fail("decoupled sync is a portable-family knob".into());
+        }
         if self.half_steps && self.family != Family::Portable {
             return fail("half_steps is a portable-family knob".into());
         }
@@ -272,6 +294,20 @@ impl Variant {
                 }
                 if self.warp_spec && !self.cp_async {
                     return fail("warp specialization issues its loads with cp_async".into());
+                }
+                if self.sync == SyncPolicy::Decoupled
+                    && (!self.cp_async
+                        || !self.tc_pv
+                        || self.warp_spec
+                        || self.persistent
+                        || self.stages < 3)
+                {
+                    return fail(
+                        "decoupled sync needs cp_async, tensor-core P·V, stages >= 3 (a tile is \
+                         decoded two tiles ahead), no warp specialization and no persistent \
+                         blocks"
+                            .into(),
+                    );
                 }
                 if self.warp_spec && self.stages < 2 {
                     return fail(
@@ -370,6 +406,7 @@ impl FromStr for Variant {
                     'p' => v.persistent = true,
                     'e' => v.fast_exp = true,
                     'l' => v.sync = SyncPolicy::Light,
+                    'd' => v.sync = SyncPolicy::Decoupled,
                     'x' => v.swizzle = true,
                     other => return Err(bad(&format!("unknown flag '{other}'"))),
                 }
@@ -432,18 +469,64 @@ impl KernelSpec {
             Family::Hopper if self.precision == Precision::SimFp8 => {
                 fail("the seeds' simulated-FP8 format is served by the portable family".into())
             }
-            Family::Portable => {
-                let smem = self.dynamic_smem_bytes();
-                if smem > arch.smem_optin_limit() {
-                    return fail(format!(
-                        "needs {smem} bytes of shared memory, over {arch}'s opt-in limit of {}",
-                        arch.smem_optin_limit()
-                    ));
-                }
-                Ok(())
+            Family::Portable if self.variant.sync == SyncPolicy::Decoupled => {
+                self.decoupled_fits()?;
+                self.check_portable_smem(arch)
             }
+            Family::Portable => self.check_portable_smem(arch),
             _ => Ok(()),
         }
+    }
+
+    /// Decoupled sync's per-thread chunk ownership: each thread copies and decodes fixed
+    /// 16-byte chunks of the 8-bit K and V tiles, dealt in pairs of rows (portable.cu's
+    /// `OwnChunks`), which needs 8-bit K/V, head dim <= 128 (the pipelined decode), and a
+    /// thread count that divides a tile's chunks evenly.
+    fn decoupled_fits(&self) -> Result<()> {
+        let v = &self.variant;
+        let fail = |reason: String| {
+            Err(Error::InvalidVariant {
+                key: self.key(),
+                reason,
+            })
+        };
+        if !self.precision.kv_is_8bit() || self.head_dim > 128 {
+            return fail(format!(
+                "decoupled sync serves 8-bit K/V at head dim 64 or 128, not {} at d{}",
+                self.precision.name(),
+                self.head_dim
+            ));
+        }
+        let nt = v.threads();
+        let ch8 = self.head_dim / 16;
+        let pair = 2 * ch8;
+        if !(v.tile_n * ch8).is_multiple_of(nt)
+            || !nt.is_multiple_of(pair)
+            || !(2 * nt / pair).is_multiple_of(8)
+        {
+            return fail(format!(
+                "decoupled sync deals a tile's {} chunks per K or V evenly over {nt} threads in \
+                 row pairs; pick tile_n and warps so that {nt} divides {}",
+                v.tile_n * ch8,
+                v.tile_n * ch8
+            ));
+        }
+        Ok(())
+    }
+
+    /// The portable layout must fit the arch's opt-in shared memory.
+    fn check_portable_smem(&self, arch: Arch) -> Result<()> {
+        let smem = self.dynamic_smem_bytes();
+        if smem > arch.smem_optin_limit() {
+            return Err(Error::InvalidVariant {
+                key: self.key(),
+                reason: format!(
+                    "needs {smem} bytes of shared memory, over {arch}'s opt-in limit of {}",
+                    arch.smem_optin_limit()
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Dynamic shared memory the kernel asks for at launch, in bytes. The kernel derives its
@@ -458,17 +541,19 @@ impl KernelSpec {
                 // storage type (16-bit rows padded by 16 bytes unless swizzled, 8-bit rows
                 // dense); for 8-bit K/V the 16-bit K and V staging tiles they are decoded
                 // into (two pairs with the pipelined decode: no warp specialization,
-                // stages >= 2, head dim <= 128); for the scalar P·V baseline an fp32 P tile
-                // of tile_n + 4 columns.
+                // stages >= 2, head dim <= 128; four under decoupled sync); for the scalar P·V
+                // baseline an fp32 P tile of tile_n + 4 columns; decoupled sync's mbarriers.
                 let pad = if v.swizzle { 0 } else { 16 };
                 let row16 = d * 2 + pad;
                 let kv8 = self.precision.kv_is_8bit();
                 let kv_tile = v.tile_n * if kv8 { d } else { row16 };
                 let pipe_decode = kv8 && !v.warp_spec && v.stages >= 2 && d <= 128;
-                let staging_bufs = match (kv8, pipe_decode) {
-                    (false, _) => 0,
-                    (true, false) => 1,
-                    (true, true) => 2,
+                let decoupled = v.sync == SyncPolicy::Decoupled;
+                let staging_bufs = match (kv8, pipe_decode, decoupled) {
+                    (false, _, _) => 0,
+                    (true, false, _) => 1,
+                    (true, true, false) => 2,
+                    (true, true, true) => 4,
                 };
                 let staging = staging_bufs * 2 * v.tile_n * row16;
                 let p_tile = if v.tc_pv {
@@ -476,7 +561,9 @@ impl KernelSpec {
                 } else {
                     v.tile_m * (v.tile_n + 4) * 4
                 };
-                v.tile_m * row16 + v.stages * 2 * kv_tile + staging + p_tile
+                // Decoupled sync: one 8-byte mbarrier per staging buffer.
+                let mbarriers = if decoupled { 8 * staging_bufs } else { 0 };
+                v.tile_m * row16 + v.stages * 2 * kv_tile + staging + p_tile + mbarriers
             }
         }
     }
@@ -499,7 +586,7 @@ impl KernelSpec {
             ("SDPA_HALF_STEPS".into(), b(v.half_steps)),
             ("SDPA_PERSISTENT".into(), b(v.persistent)),
             ("SDPA_FAST_EXP".into(), b(v.fast_exp)),
-            ("SDPA_SYNC_LIGHT".into(), b(v.sync == SyncPolicy::Light)),
+            ("SDPA_SYNC_POLICY".into(), v.sync.code().to_string()),
             ("SDPA_SWIZZLE".into(), b(v.swizzle)),
             ("SDPA_MIN_BLOCKS".into(), v.min_blocks.to_string()),
             ("SDPA_HEAD_DIM".into(), self.head_dim.to_string()),
@@ -542,10 +629,10 @@ mod tests {
                     half_steps: f[7],
                     persistent: f[3],
                     fast_exp: f[4],
-                    sync: if f[5] {
-                        SyncPolicy::Light
-                    } else {
-                        SyncPolicy::Block
+                    sync: match (f[5], f[2]) {
+                        (false, _) => SyncPolicy::Block,
+                        (true, false) => SyncPolicy::Light,
+                        (true, true) => SyncPolicy::Decoupled,
                     },
                     swizzle: f[6],
                     min_blocks,
@@ -634,5 +721,40 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("head_dim"));
+        // Decoupled sync: 8-bit K/V at D <= 128, >= 3 stages, chunks that deal evenly.
+        let dec: Variant = "portable.m256.n32.w8.s4.b1.ctedx".parse().unwrap();
+        let ok = KernelSpec {
+            variant: dec,
+            precision: Precision::Fp8KvF16,
+            head_dim: 128,
+            causal: true,
+        };
+        assert!(ok.validate(Arch::Sm90a).is_ok());
+        let f16 = KernelSpec {
+            precision: Precision::F16,
+            ..ok
+        };
+        assert!(f16
+            .validate(Arch::Sm90a)
+            .unwrap_err()
+            .to_string()
+            .contains("8-bit K/V"));
+        let d256 = KernelSpec {
+            head_dim: 256,
+            ..ok
+        };
+        assert!(d256.validate(Arch::Sm90a).is_err());
+        let uneven = KernelSpec { head_dim: 64, ..ok };
+        assert!(uneven
+            .validate(Arch::Sm90a)
+            .unwrap_err()
+            .to_string()
+            .contains("evenly"));
+        let two_stages: Variant = "portable.m256.n32.w8.s2.b1.ctedx".parse().unwrap();
+        assert!(two_stages
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("stages >= 3"));
     }
 }

@@ -39,6 +39,13 @@ typedef SDPA_Q_T q_t;
 typedef SDPA_KV_T kv_t;
 typedef SDPA_O_T o_t;
 typedef SDPA_COMPUTE_T c_t;
+template <bool B, typename T, typename F> struct Pick { typedef T type; };
+template <typename T, typename F> struct Pick<false, T, F> { typedef F type; };
+// P·V's operand type. 8-bit V decodes exactly to f16 (every E4M3 value and every u - 128 is
+// an f16), so with 8-bit K/V P·V runs in f16 even under bf16 compute: V skips the f16 -> bf16
+// step of the decode (3 of its 4 instructions per pair), and P in [0, 2^8] keeps 11 bits
+// instead of 8. Q·Kᵀ stays in the compute type (Q is not exact in f16).
+typedef Pick<sizeof(kv_t) == 1, half_t, c_t>::type pv_t;
 
 namespace cfg {
 constexpr int D = SDPA_HEAD_DIM;
@@ -59,7 +66,9 @@ constexpr bool CP_ASYNC = SDPA_CP_ASYNC != 0;
 constexpr bool TC_PV = SDPA_TC_PV != 0;
 constexpr bool PERSISTENT = SDPA_PERSISTENT != 0;
 constexpr bool FAST_EXP = SDPA_FAST_EXP != 0;
-constexpr bool LIGHT = SDPA_SYNC_LIGHT != 0;
+// Sync policy 0 block, 1 light, 2 decoupled (light's step syncs plus no K/V-loop barrier).
+constexpr bool LIGHT = SDPA_SYNC_POLICY >= 1;
+constexpr bool DECOUPLED = SDPA_SYNC_POLICY == 2;
 constexpr bool SWZ = SDPA_SWIZZLE != 0;
 constexpr bool CAUSAL = SDPA_CAUSAL != 0;
 constexpr bool KV8 = sizeof(kv_t) == 1;
@@ -79,7 +88,10 @@ constexpr int KV_TILE = BN * (KV8 ? D : ROW16);
 // computed: one barrier per tile, and one warp's decode overlaps the others' mma. D 256 keeps
 // one staging buffer (two would not fit sm_86/89's 99 KB at m64) and the two-barrier path.
 constexpr bool PIPE_DECODE = KV8 && !WS && STAGES >= 2 && D <= 128;
-constexpr int STG_BUFS = KV8 ? (PIPE_DECODE ? 2 : 1) : 0;
+// Decoupled sync decodes tile j + 2 during tile j into one of four staging buffers, so that a
+// warp may run up to one tile ahead of the slowest (see consume).
+constexpr int AHEAD = DECOUPLED ? 2 : 1;
+constexpr int STG_BUFS = KV8 ? (DECOUPLED ? 4 : PIPE_DECODE ? 2 : 1) : 0;
 constexpr int STG_BYTES = 2 * BN * ROW16;  // one 16-bit K and V staging pair
 constexpr int P_ROW = BN + 4;            // fp32 P rows of the scalar P·V path, padded
 
@@ -88,7 +100,8 @@ constexpr int OFF_Q = 0;
 constexpr int OFF_KV = OFF_Q + BM * ROW16;                     // STAGES x {K, V}
 constexpr int OFF_STG = OFF_KV + STAGES * 2 * KV_TILE;         // 16-bit K, V (8-bit inputs)
 constexpr int OFF_P = OFF_STG + STG_BUFS * STG_BYTES;           // scalar P·V only
-constexpr int SMEM = OFF_P + (TC_PV ? 0 : BM * P_ROW * 4);
+constexpr int OFF_MBAR = OFF_P + (TC_PV ? 0 : BM * P_ROW * 4);  // decoupled: DONE[buffer]
+constexpr int SMEM = OFF_MBAR + (DECOUPLED ? 8 * STG_BUFS : 0);
 
 // Named barrier ids (0 is __syncthreads): consumers only; FULL[s]; EMPTY[s].
 constexpr int BAR_CONSUMERS = 1, BAR_FULL = 2, BAR_EMPTY = 2 + STAGES;
@@ -115,6 +128,8 @@ static_assert(STAGES >= 1 && STAGES <= 4, "1..4 stages");
 static_assert(CP_ASYNC || STAGES == 1, "a multi-stage ring needs cp.async");
 static_assert(!WS || (CP_ASYNC && STAGES >= 2 && PRODUCERS > 0), "warp specialization: cp.async, >= 2 stages");
 static_assert(BAR_EMPTY + STAGES <= 16, "16 hardware barriers");
+static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && !PERSISTENT && TC_PV),
+              "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages, not persistent");
 }  // namespace cfg
 using namespace cfg;
 
@@ -227,11 +242,12 @@ __device__ __forceinline__ void load_kv(u8* smem, const SdpaParams& p, const Wor
 // 16-bit chunks 2ch and 2ch + 1 of row `row` of the 16-bit tile at `dst`. Threads with
 // ch % 8 >= 4 store the odd chunk first, so that the 8 threads of a store phase hit 8
 // distinct bank groups (chunks 2ch and 2ch + 8 of a 256-byte row share banks).
-__device__ __forceinline__ void decode_chunk(u32 src, u32 dst, int row, int ch) {
+__device__ __forceinline__ void decode_chunk(u32 src, u32 dst, int row, int ch, bool is_v) {
     if constexpr (KV8) {
         const u32x4 in = lds16(src + u32(row * D + ch * 16));
         u32x4 a, b;
-        decode16<kv_t, c_t>(in, a, b);
+        if (is_v) decode16<kv_t, pv_t>(in, a, b);
+        else decode16<kv_t, c_t>(in, a, b);
         const int flip = (ch >> 2) & 1;
         sts16(dst + T16::off(row, 2 * ch + flip), flip ? b : a);
         sts16(dst + T16::off(row, 2 * ch + 1 - flip), flip ? a : b);
@@ -246,48 +262,79 @@ __device__ __forceinline__ void decode_kv(u8* smem, int slot, int buf, int tid, 
         for (int ci = tid; ci < 2 * BN * CH8; ci += nthreads) {
             const int which = ci / (BN * CH8);  // 0: K, 1: V
             const int c = ci % (BN * CH8);
-            decode_chunk(src + which * KV_TILE, dst + which * BN * ROW16, c / CH8, c % CH8);
+            decode_chunk(src + which * KV_TILE, dst + which * BN * ROW16, c / CH8, c % CH8, which == 1);
         }
     }
 }
 
+// The 16-byte chunks of an 8-bit K/V tile that one computing thread decodes, and under
+// decoupled sync also copies (so that no other thread's copies need to have landed). Chunks
+// are dealt in pairs of rows: in every 8 threads (one shared-memory phase), threads 0-3 take 4
+// chunks of an even row and threads 4-7 4 chunks of the next row, from the other 64-byte half
+// of the 128-byte bank window (ch = 4·(grp ^ half) + t). Loads then cover 32 distinct banks,
+// and the swizzle (chunk ^ row % 8) puts the even row's outputs on even bank groups and the
+// odd row's on odd ones, so neither store conflicts. Each thread's column is fixed and its
+// rows are row0 plus compile-time steps, so all addresses after the first are immediates (the
+// generic mapping cost ~110 instructions per tile: selects and addressing).
+struct OwnChunks {
+    static constexpr int NT = CONSUMERS * 32, PER_KV = BN * CH8, PAIR = 2 * CH8;
+    static constexpr int COUNT = 2 * PER_KV / NT;  // chunks per thread per tile
+    static constexpr bool FITS = PER_KV % NT == 0 && NT % PAIR == 0 && (2 * NT / PAIR) % 8 == 0;
+    int row0, ch;
+    __device__ __forceinline__ explicit OwnChunks(int tid) {
+        const int u = tid % PAIR, t = u & 3, half = (u >> 2) & 1, grp = u >> 3;
+        row0 = 2 * (tid / PAIR) + half;
+        ch = CH8 >= 8 ? 4 * (grp ^ half) + t : t;
+    }
+};
+// Chunk i of a thread (i < COUNT) is chunk tid + i·NT of the tile: in K (0) or V (1), and
+// rows shifted by a multiple of 8 from row0, so the swizzle of row0 still applies.
+static_assert(!DECOUPLED || OwnChunks::FITS, "decoupled sync: a tile's chunks deal evenly in row pairs");
+#define OWN_WHICH(i) (((i) * OwnChunks::NT) / OwnChunks::PER_KV)
+#define OWN_DROW(i) (2 * ((((i) * OwnChunks::NT) % OwnChunks::PER_KV) / OwnChunks::PAIR))
+
 // decode_kv by all NT computing threads with a fixed trip count (no per-thread loop exit), so
 // that it can sit inside one basic block with the softmax (every registered pipelined spec:
-// 128 or 256 threads; other counts fall back to decode_kv). Chunks are dealt in pairs of rows:
-// in every 8 threads (one shared-memory phase), threads 0-3 take 4 chunks of an even row and
-// threads 4-7 4 chunks of the next row, from the other 64-byte half of the 128-byte bank
-// window (ch = 4·(grp ^ half) + t). Loads then cover 32 distinct banks, and the swizzle
-// (chunk ^ row % 8) puts the even row's outputs on even bank groups and the odd row's on odd
-// ones, so neither store conflicts and no thread needs the select-based store order of
-// decode_chunk. Each thread's rows and chunk are fixed, so all addresses after the first are
-// immediates (the generic mapping cost ~110 instructions per tile: selects and addressing).
+// 128 or 256 threads; other counts fall back to decode_kv).
 __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int tid) {
-    constexpr int NT = CONSUMERS * 32, TOTAL = 2 * BN * CH8, PAIR = 2 * CH8;
-    constexpr bool PAIRED = (BN * CH8) % NT == 0 && NT % PAIR == 0 && (2 * NT / PAIR) % 8 == 0;
-    if constexpr (KV8 && PAIRED) {
+    if constexpr (KV8 && OwnChunks::FITS) {
+        const OwnChunks oc(tid);
         const u32 src = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
         const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
-        const int u = tid % PAIR, t = u & 3, half = (u >> 2) & 1, grp = u >> 3;
-        const int row0 = 2 * (tid / PAIR) + half;
-        const int ch = CH8 >= 8 ? 4 * (grp ^ half) + t : t;
-        const u32 s0 = src + u32(row0 * D + ch * 16);
-        const u32 d0 = dst + T16::off(row0, 2 * ch), d1 = dst + T16::off(row0, 2 * ch + 1);
+        const u32 s0 = src + u32(oc.row0 * D + oc.ch * 16);
+        const u32 d0 = dst + T16::off(oc.row0, 2 * oc.ch), d1 = dst + T16::off(oc.row0, 2 * oc.ch + 1);
 #pragma unroll
-        for (int i = 0; i < TOTAL / NT; ++i) {
-            // Chunk tid + i·NT: K or V (compile-time), rows shifted by a multiple of 8, so the
-            // swizzle of row0 still applies.
-            const int which = (i * NT) / (BN * CH8);
-            const int drow = 2 * (((i * NT) % (BN * CH8)) / PAIR);
+        for (int i = 0; i < OwnChunks::COUNT; ++i) {
+            const int which = OWN_WHICH(i), drow = OWN_DROW(i);
             const u32x4 in = lds16(s0 + u32(which * KV_TILE + drow * D));
             u32x4 a, b;
-            decode16<kv_t, c_t>(in, a, b);
+            if (which == 1) decode16<kv_t, pv_t>(in, a, b);
+            else decode16<kv_t, c_t>(in, a, b);
             const u32 o = u32(which * BN * ROW16 + drow * ROW16);
             sts16(d0 + o, a);
             sts16(d1 + o, b);
         }
     } else {
         // Thread counts the pairing does not fit (no registered spec): the generic loop.
-        decode_kv(smem, slot, buf, tid, NT);
+        decode_kv(smem, slot, buf, tid, CONSUMERS * 32);
+    }
+}
+
+// Decoupled sync: this thread's own chunks of 8-bit K/V tile `j` into ring slot `slot` (the
+// chunks decode_kv_all reads). Rows past seq_kv are zero-filled, as in load_kv.
+__device__ __forceinline__ void load_kv_own(u8* smem, const SdpaParams& p, const Work& w, int j, int slot,
+                                            const OwnChunks& oc) {
+    if constexpr (KV8 && OwnChunks::FITS) {
+        const u32 base = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE) + u32(oc.row0 * D + oc.ch * 16);
+        const int r0 = j * BN + oc.row0;
+        const u8* kt = w.k + (long long)r0 * w.ks + oc.ch * 16;
+        const u8* vt = w.v + (long long)r0 * w.vs + oc.ch * 16;
+#pragma unroll
+        for (int i = 0; i < OwnChunks::COUNT; ++i) {
+            const int which = OWN_WHICH(i), drow = OWN_DROW(i);
+            const u8* src = which ? vt + drow * w.vs : kt + drow * w.ks;
+            copy16(base + u32(which * KV_TILE + drow * D), src, r0 + drow < p.seq_kv);
+        }
     }
 }
 
@@ -477,10 +524,10 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
             u32 pa[R][4];
 #pragma unroll
             for (int mi = 0; mi < R; ++mi) {
-                pa[mi][0] = pack2<c_t>(s[mi][2 * kc][0], s[mi][2 * kc][1]);
-                pa[mi][1] = pack2<c_t>(s[mi][2 * kc][2], s[mi][2 * kc][3]);
-                pa[mi][2] = pack2<c_t>(s[mi][2 * kc + 1][0], s[mi][2 * kc + 1][1]);
-                pa[mi][3] = pack2<c_t>(s[mi][2 * kc + 1][2], s[mi][2 * kc + 1][3]);
+                pa[mi][0] = pack2<pv_t>(s[mi][2 * kc][0], s[mi][2 * kc][1]);
+                pa[mi][1] = pack2<pv_t>(s[mi][2 * kc][2], s[mi][2 * kc][3]);
+                pa[mi][2] = pack2<pv_t>(s[mi][2 * kc + 1][0], s[mi][2 * kc + 1][1]);
+                pa[mi][3] = pack2<pv_t>(s[mi][2 * kc + 1][2], s[mi][2 * kc + 1][3]);
             }
 #pragma unroll
             for (int dp = 0; dp < D / 16; ++dp) {
@@ -491,8 +538,8 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
                 ldmatrix_x4_trans(vb, ad.a.at(sv, 16 * kc, 2 * dp));
 #pragma unroll
                 for (int mi = 0; mi < R; ++mi) {
-                    Mma<c_t>::run(ws.o[mi][2 * dp], pa[mi], vb[0], vb[1]);
-                    Mma<c_t>::run(ws.o[mi][2 * dp + 1], pa[mi], vb[2], vb[3]);
+                    Mma<pv_t>::run(ws.o[mi][2 * dp], pa[mi], vb[0], vb[1]);
+                    Mma<pv_t>::run(ws.o[mi][2 * dp + 1], pa[mi], vb[2], vb[3]);
                 }
             }
         }
@@ -520,7 +567,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
             for (int dt = 0; dt < D / 8; ++dt) {
                 // V[n][8dt + 2t .. +1]: chunk dt of row n, byte 4t within it.
                 float v0, v1;
-                unpack2(c_t{}, lds32(sv + T16::off(n, dt) + 4 * t), v0, v1);
+                unpack2(pv_t{}, lds32(sv + T16::off(n, dt) + 4 * t), v0, v1);
 #pragma unroll
                 for (int mi = 0; mi < R; ++mi)
 #pragma unroll
@@ -588,11 +635,25 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             for (int e = 0; e < 4; ++e) ws.o[mi][dt][e] = 0.f;
     }
 
-    // Prologue: Q (its own cp.async group, the oldest), then K/V tiles 0..STAGES-2.
+    // Prologue: Q (its own cp.async group, the oldest), then the first K/V tiles (0..STAGES-1
+    // with the pipelined decode, 0..STAGES-2 otherwise).
     if constexpr (PERSISTENT) consumer_sync();  // the previous work tile is done with smem
     load_q<NT>(smem, p, w, tid);
     commit();
-    if constexpr (PIPE_DECODE) {
+    const OwnChunks oc(tid);
+    const u32 done_bar = smem_u32(smem + OFF_MBAR);  // decoupled: DONE[b] at + 8b
+    if constexpr (DECOUPLED) {
+        // Every slot, this thread's own chunks: tiles 0..STAGES-1.
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            if (s < w.n_tiles) load_kv_own(smem, p, w, s, s, oc);
+            commit();
+        }
+        wait_groups<STAGES - 2>();  // Q, tiles 0 and 1 landed
+        if (tid == 0)
+#pragma unroll
+            for (int b = 0; b < STG_BUFS; ++b) mbar_init(done_bar + 8 * b, NT);
+    } else if constexpr (PIPE_DECODE) {
         // Every slot: tiles 0..STAGES-1 (tile j + STAGES is issued once tile j is decoded).
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
@@ -619,13 +680,31 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(ws.q[mi][kk], ad.a.at(sq, warp * 16 * R + 16 * mi, 2 * kk));
         step_sync();
     }
-    if constexpr (PIPE_DECODE)
+    if constexpr (DECOUPLED) {
+        // Tiles 0 and 1 to staging buffers 0 and 1 (own chunks; past the last tile the
+        // decoded bytes are never read), visible to all after one barrier.
+        decode_kv_all(smem, 0, 0, tid);
+        decode_kv_all(smem, 1, 1, tid);
+        consumer_sync();
+    } else if constexpr (PIPE_DECODE) {
         if (w.n_tiles > 0) decode_kv(smem, 0, 0, tid, NT);  // visible after the loop's first barrier
+    }
 
     const u32 stg = smem_u32(smem + OFF_STG);
     for (int j = 0; j < w.n_tiles; ++j, ++it) {
         int slot;
-        if constexpr (PIPE_DECODE) {
+        if constexpr (DECOUPLED) {
+            // DONE[b] completes when every thread has finished the tile in buffer b. Everyone
+            // finished tile j - 2: they decoded tile j during it (buffer j % 4 is complete),
+            // and its buffer, (j + 2) % 4, is free for the decode of tile j + 2. A warp waits
+            // only for warps more than a tile behind it; no barrier couples the block.
+            if (j >= 2) mbar_wait(done_bar + 8 * ((j - 2) % STG_BUFS), ((j - 2) / STG_BUFS) & 1);
+            // Slot j % STAGES held tile j, whose own chunks this thread decoded in tile j - 2.
+            // (The wait for tile j + 2's copies sits in the decode hook below.)
+            if (j + STAGES < w.n_tiles) load_kv_own(smem, p, w, j + STAGES, j % STAGES, oc);
+            commit();
+            slot = j % STAGES;
+        } else if constexpr (PIPE_DECODE) {
             // Groups committed so far: Q, tiles 0 .. j + STAGES - 1; tile j + 1 must have landed.
             wait_groups<STAGES - 2>();
             // Everyone's copies of tile j + 1 landed; staging buffer j % 2 (decoded last
@@ -656,7 +735,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         }
         u32 sk, sv;
         if constexpr (PIPE_DECODE) {
-            sk = stg + (j & 1) * STG_BYTES;
+            sk = stg + (j % STG_BUFS) * STG_BYTES;
             sv = sk + BN * ROW16;
         } else if constexpr (KV8) {
             decode_kv(smem, slot, 0, tid, NT);
@@ -674,19 +753,25 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             const u32 ck = sk + c * CN * ROW16, cv = sv + c * CN * ROW16;
             const int k0 = j * BN + c * CN;
             if (PIPE_DECODE && c == 0) {
-                // Decode tile j + 1 inside tile j's (first) softmax (see compute_tile).
+                // Decode tile j + AHEAD inside tile j's (first) softmax (see compute_tile).
                 // Unconditional, so that it stays in the softmax's basic block: past the last
                 // tile it decodes a ring slot no copy is writing (stale or unwritten bytes)
                 // into the free staging buffer, which nothing reads before the next work
                 // tile's prologue overwrites it.
-                const int nslot = (j + 1) % STAGES, nbuf = (j + 1) & 1;
-                compute_tile(ws, ad, smem, ck, cv, k0, masked, row_w, warp, lane, sl2, p,
-                             [&]() { decode_kv_all(smem, nslot, nbuf, tid); });
+                const int nslot = (j + AHEAD) % STAGES, nbuf = (j + AHEAD) % STG_BUFS;
+                compute_tile(ws, ad, smem, ck, cv, k0, masked, row_w, warp, lane, sl2, p, [&]() {
+                    // Decoupled: groups committed so far are Q and tiles 0 .. j + STAGES; tile
+                    // j + 2 must have landed (this thread's copies: the only ones it decodes).
+                    // Waiting here rather than at the tile's top gives the copy half a tile more.
+                    if constexpr (DECOUPLED) wait_groups<STAGES - 2>();
+                    decode_kv_all(smem, nslot, nbuf, tid);
+                });
             } else {
                 compute_tile(ws, ad, smem, ck, cv, k0, masked, row_w, warp, lane, sl2, p);
             }
         }
         if constexpr (WS && !KV8) bar_arrive(BAR_EMPTY + slot, WARPS * 32);
+        if constexpr (DECOUPLED) mbar_arrive(done_bar + 8 * (j % STG_BUFS));  // done with tile j
         if constexpr (!WS && STAGES == 1) __syncthreads();  // slot 0 is refilled next
     }
     wait_groups<0>();

@@ -203,7 +203,7 @@ __device__ __forceinline__ void stg_u32(void* p, u32 v) {
 // cp.async.cg.shared.global [dst], [src], 16, src_size: copies 16 bytes global -> shared
 // without passing through registers (.cg: cache in L2 only). With src_size = 0 nothing is
 // read and the 16 destination bytes are zero-filled: that is how out-of-range rows become 0
-// (src must still be a valid address; callers pass an in-range row). Completion is tracked
+// (src is then not dereferenced; callers may pass a row past the end). Completion is tracked
 // per thread in commit groups: commit closes the current group; wait_group N blocks until at
 // most N of this thread's groups are pending. The data is visible to *other* threads only
 // after a barrier that follows the wait.
@@ -226,6 +226,36 @@ __device__ __forceinline__ void bar_sync(int id, int n) {
 }
 __device__ __forceinline__ void bar_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(n) : "memory");
+}
+
+// ---- mbarriers (sm_80+) ---------------------------------------------------------------------
+// A 64-bit shared-memory object counting arrivals per phase: mbarrier.init sets the expected
+// count; each mbarrier.arrive counts one (and, by default, releases the thread's earlier
+// shared-memory accesses at CTA scope); when the count is reached the phase completes, its
+// parity flips and the count re-arms. test_wait / try_wait .parity P returns true once the
+// phase with parity P has completed (acquire at CTA scope), so a waiter that tracks "uses of
+// this barrier so far & 1" never blocks on a later phase. Unlike bar.sync, arriving and waiting
+// are separate: a thread can announce it is done with a buffer and run on. Initialization
+// must be visible to other threads before they use the barrier (a __syncthreads does it).
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+    asm volatile("mbarrier.init.shared.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared.b64 st, [%0];\n}" :: "r"(bar) : "memory");
+}
+// Spin until the phase of parity `parity` has completed. sm_90's try_wait suspends the thread
+// for a while in hardware instead of spinning on issue slots.
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+    u32 done;
+    do {
+#if __CUDA_ARCH__ >= 900
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+#else
+        asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+#endif
+    } while (!done);
 }
 
 // ---- ldmatrix ------------------------------------------------------------------------------

@@ -49,11 +49,15 @@ pub fn registered_for(arch: Arch) -> Vec<KernelSpec> {
 
 /// Variants registered for sm_90a only although they fit the others' shared memory: ptxas
 /// allocates them without a spill for sm_90a but not for sm_80, and only Hopper ships them.
-const HOPPER_ONLY: &[&str] = &[KV8_D64];
+const HOPPER_ONLY: &[&str] = &[KV8_D64_ROUND6];
 
-/// The Hopper D64 tile for 8-bit K/V: 8 warps x 32 rows, 128 keys per step (see
-/// [`default_variant`] and [`default_variant_for_shape`]).
-const KV8_D64: &str = "portable.m256.n128.w8.s2.b1.ctelx";
+/// The Hopper tiles for 8-bit K/V (see [`default_variant`] and [`default_variant_for_shape`]):
+/// 8 warps x 32 rows with decoupled sync; at D64 128 keys per copy in two 64-key half steps,
+/// at D128 32 keys per step.
+const KV8_D64: &str = "portable.m256.n128.w8.s3.b1.cthedx";
+const KV8_D128: &str = "portable.m256.n32.w8.s4.b1.ctedx";
+/// Round 6's D64 8-bit tile (block barrier per tile), kept registered for comparison.
+const KV8_D64_ROUND6: &str = "portable.m256.n128.w8.s2.b1.ctelx";
 
 /// Which problem classes (precision, head dim) a registered variant is compiled for.
 pub type Serves = fn(Precision, u32) -> bool;
@@ -79,11 +83,11 @@ fn d128_256(_: Precision, d: u32) -> bool {
 fn d64_kv8(p: Precision, d: u32) -> bool {
     d == 64 && p.kv_is_8bit()
 }
+fn d128_kv8(p: Precision, d: u32) -> bool {
+    d == 128 && p.kv_is_8bit()
+}
 fn d128_16bit(p: Precision, d: u32) -> bool {
     d == 128 && matches!(p, Precision::F16 | Precision::Bf16)
-}
-fn d128_f16_bf16_fp8kv_f16(p: Precision, d: u32) -> bool {
-    d == 128 && matches!(p, Precision::F16 | Precision::Bf16 | Precision::Fp8KvF16)
 }
 
 fn v(key: &str) -> Variant {
@@ -117,12 +121,16 @@ fn arch_class(arch: Arch) -> ArchClass {
 pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: bool) -> Variant {
     let kv8 = precision.kv_is_8bit();
     let key = match (arch_class(arch), head_dim) {
-        // 8-bit K/V, non-causal: 8 warps x 32 rows, 128 keys per step, one block per SM
-        // (128 KB). Decoding a K/V tile is shared by 256 rows instead of 128, and the 128-key
-        // score tile fits the registers without a spill for 8-bit K/V only. Measured on the
-        // H100 (round 6, run 1), fp8kv_f16: 298 / 333 / 350 TFLOPS at S 1k / 4k / 16k against
-        // 276 / 301 / 313 for the m128.n64 tile.
+        // 8-bit K/V, non-causal (causal from S 4k, see default_variant_for_shape): 8 warps x
+        // 32 rows, so decoding a K/V tile is shared by 256 rows instead of 128, with
+        // decoupled sync, so the 8 warps are not held in step by a barrier per tile; one block
+        // per SM. D64: 128 keys per copy in two 64-key half steps (208 KB); measured on the
+        // H100 (round 7, run 21), full fp8: 268 / 323 / 342 TFLOPS at S 1k / 4k / 16k against
+        // 267 / 316 / 335 for round 6's barrier-coupled m256.n128 and 258 / 285 / 300 for
+        // m128.n64. D128: 32 keys per step, 4 stages (160 KB); full fp8 308 / 366 / 387
+        // against 296 / 337 / 354 for m128.n32 in the same run.
         (ArchClass::Hopper, 64) if kv8 && !causal => KV8_D64,
+        (ArchClass::Hopper, 128) if kv8 && !causal => KV8_D128,
         // 4 warps x 32 rows, 128 keys per copy and barrier computed in two 64-key half steps
         // (the full 128-key score tile spills); 80 KB, two blocks per SM, which only sm_90a's
         // 228 KB per SM holds. Measured on the H100 (round 6, run 2), f16: 311 / 326 / 332
@@ -175,16 +183,21 @@ pub fn default_variant_for_shape(
 ) -> Variant {
     let head_dim = shape.head_dim as u32;
     let mut base = default_variant(arch, precision, head_dim, causal);
-    // Causal D64 with 8-bit K/V on Hopper: the 256-row tile of the non-causal default wins
-    // from S 4k (round 6, run 1, fp8kv_f16: 287 / 331 TFLOPS at S 4k / 16k against 272 / 298
-    // for m128.n64); below that its coarse diagonal blocks lose (200 against 217 at S 1k).
+    // Causal with 8-bit K/V on Hopper: the 256-row tiles of the non-causal defaults win from
+    // S 4k (D64, round 6, run 1, fp8kv_f16: 287 / 331 TFLOPS at S 4k / 16k against 272 / 298
+    // for m128.n64; D128, round 7, run 21, full fp8: 296 / 345 against 284 / 318 for
+    // m128.n32); below that their coarse diagonal blocks lose (D64 200 against 217, D128 204
+    // against 213 at S 1k).
     if causal
-        && head_dim == 64
         && arch_class(arch) == ArchClass::Hopper
         && precision.kv_is_8bit()
         && shape.seq_q >= 4096
     {
-        base = v(KV8_D64);
+        match head_dim {
+            64 => base = v(KV8_D64),
+            128 => base = v(KV8_D128),
+            _ => {}
+        }
     }
     if base.persistent || base.tile_m <= 64 || grid_blocks(&base, shape) >= u64::from(sm_count) {
         return base;
@@ -218,7 +231,7 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // 128-key tile for 8-bit K/V at D64 (spill-free there only).
     out.push((v("portable.m128.n128.w4.s2.b2.cthelx"), d64));
     out.push((v("portable.m128.n64.w4.s2.b2.cthelx"), d128_16bit));
-    out.push((v(KV8_D64), d64_kv8));
+    out.push((v(KV8_D64_ROUND6), d64_kv8));
     // Candidates (round 2): FA2's D128 shape, 4 warps x 32 rows, 32 keys per step.
     out.push((v("portable.m128.n32.w4.s2.b2.ctelx"), d128));
     // Small grids (dispatch by shape): 4 warps x 16 rows, Q in registers.
@@ -230,12 +243,6 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // 128 x 64 with 8 warps x 16 rows; 192 KB of shared memory, so it fits sm_90a only
     // (see `registered_for`).
     out.push((v("portable.m128.n64.w8.s2.b1.ctelx"), d128_256));
-    // Round 4 candidate (unmeasured): the D128 default with a 3-deep ring, for short
-    // sequences; 80 KB (88 KB with 8-bit K/V). 16-bit K/V and FP8-KV with f16 compute only.
-    out.push((
-        v("portable.m128.n32.w4.s3.b2.ctelx"),
-        d128_f16_bf16_fp8kv_f16,
-    ));
     out.push((v("portable.m128.n32.w8.s2.b1.ctelx"), d256));
     out.push((v("portable.m64.n32.w4.s2.b1.ctelx"), d256));
     // Knob coverage (each knob on and off at least once; see docs/perf-notes.md).
@@ -251,6 +258,11 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v("portable.m64.n64.w4.s3.b2.ctpe"), d64_128));
     // 8 warps x 16 rows, 128 keys per step, 4 stages.
     out.push((v("portable.m128.n128.w8.s4.b1.ctelx"), d64));
+    // Round 7, Hopper defaults for 8-bit K/V: decoupled sync (per-thread copy and decode, one
+    // mbarrier per staging buffer, warps drift up to a tile apart) on the 256-row tiles whose
+    // shared decode made 8-bit K/V as fast as fp16 but whose per-tile barrier cost ~10 %.
+    out.push((v(KV8_D64), d64_kv8));
+    out.push((v(KV8_D128), d128_kv8));
     // Persistent + warp specialization with 2 producers.
     out.push((v("portable.m64.n64.w6.s2.b1.ctw2pelx"), d64_128));
     out
@@ -285,7 +297,7 @@ mod tests {
                 hopper_only += 1;
             }
         }
-        assert!(hopper_only <= 24, "{hopper_only} sm_90a-only specs");
+        assert!(hopper_only <= 32, "{hopper_only} sm_90a-only specs");
         assert_eq!(
             registered_for(Arch::Sm80).len() + hopper_only,
             registered_for(Arch::Sm90a).len()
@@ -293,7 +305,7 @@ mod tests {
         // check and verify stay a manageable size per arch.
         for a in [Arch::Sm80, Arch::Sm90a] {
             assert!(
-                registered_for(a).len() <= 360,
+                registered_for(a).len() <= 368,
                 "{a}: {}",
                 registered_for(a).len()
             );
@@ -382,6 +394,27 @@ mod tests {
         };
         let got = default_variant_for_shape(Arch::Sm90a, Precision::F16, &big, false, 132);
         assert_eq!(got, default_variant(Arch::Sm90a, Precision::F16, 64, false));
+        // 8-bit K/V causal on Hopper: the 256-row decoupled tiles from S 4k only.
+        for (d, heads) in [(64usize, 32usize), (128, 16)] {
+            let short = AttnShape {
+                heads_q: heads,
+                heads_kv: heads,
+                head_dim: d,
+                ..big
+            };
+            let long = AttnShape {
+                batch: 4,
+                seq_q: 4096,
+                seq_kv: 4096,
+                ..short
+            };
+            let p = Precision::Fp8KvF16;
+            let at = |s: &AttnShape| default_variant_for_shape(Arch::Sm90a, p, s, true, 132);
+            assert_eq!(at(&short), default_variant(Arch::Sm90a, p, d as u32, true));
+            assert_eq!(at(&short).tile_m, 128);
+            assert_eq!(at(&long), default_variant(Arch::Sm90a, p, d as u32, false));
+            assert_eq!(at(&long).sync, SyncPolicy::Decoupled);
+        }
     }
 
     #[test]
@@ -397,6 +430,7 @@ mod tests {
         assert!(both(&|v| v.persistent));
         assert!(both(&|v| v.fast_exp));
         assert!(both(&|v| v.sync == SyncPolicy::Light));
+        assert!(both(&|v| v.sync == SyncPolicy::Decoupled));
         assert!(both(&|v| v.swizzle));
         assert!(both(&|v| v.min_blocks > 1));
         for s in 1..=4 {
