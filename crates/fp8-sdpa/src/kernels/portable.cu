@@ -119,6 +119,15 @@ constexpr float RESCALE_TAU = 8.f;
 // tile_n 32 (one FMUL per mma: the D128 default). The multiply by corr = 1 for rows that
 // did not move is exact.
 constexpr bool RESCALE_SKIP = R == 2 && CN <= 32;
+// Causal: a warp skips the key steps that are masked for all its rows (see consume). Only
+// where compute_tile has no block barrier inside (light or decoupled sync, tensor-core P·V),
+// since a skipping warp must not miss one; not with the barrier-coupled pipelined 8-bit
+// decode, whose skip branch needs a second copy of the decode and made two of its registered
+// tiles spill (m64.n64 at D128, m256.n128 at D64); and only from D128. Measured on the H100
+// (round 7, run 26, same run without the skip): D128 causal S 1k f16 +5 %, 8-bit 256-row tile
+// S 4k +3 to +6 %; D64 lost 1.5-4 % even at S 16k, where the diagonal is 1/128 of the work,
+// so the branch itself costs it more than the skipped steps save.
+constexpr bool SKIP_MASKED = CAUSAL && LIGHT && TC_PV && (!PIPE_DECODE || DECOUPLED) && D >= 128;
 
 static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
 static_assert(R == 1 || R == 2, "16 or 32 query rows per computing warp");
@@ -752,21 +761,28 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         for (int c = 0; c < BN / CN; ++c) {
             const u32 ck = sk + c * CN * ROW16, cv = sv + c * CN * ROW16;
             const int k0 = j * BN + c * CN;
+            // Causal: a step whose first key lies past the limit of the warp's last row is
+            // masked for every row of the warp, and so a no-op (p = 0; m, l and O unchanged).
+            // The warp skips its mma and softmax, and the other warps on its scheduler get the
+            // issue slots. On the diagonal of a 256-row block that is 28 of 64 warp-steps.
+            const bool skip = SKIP_MASKED && k0 > row_w + 16 * R - 1 + (p.seq_kv - p.seq_q);
             if (PIPE_DECODE && c == 0) {
                 // Decode tile j + AHEAD inside tile j's (first) softmax (see compute_tile).
                 // Unconditional, so that it stays in the softmax's basic block: past the last
                 // tile it decodes a ring slot no copy is writing (stale or unwritten bytes)
                 // into the free staging buffer, which nothing reads before the next work
-                // tile's prologue overwrites it.
+                // tile's prologue overwrites it. A skipping warp still decodes its share.
                 const int nslot = (j + AHEAD) % STAGES, nbuf = (j + AHEAD) % STG_BUFS;
-                compute_tile(ws, ad, smem, ck, cv, k0, masked, row_w, warp, lane, sl2, p, [&]() {
+                const auto decode_next = [&]() {
                     // Decoupled: groups committed so far are Q and tiles 0 .. j + STAGES; tile
                     // j + 2 must have landed (this thread's copies: the only ones it decodes).
                     // Waiting here rather than at the tile's top gives the copy half a tile more.
                     if constexpr (DECOUPLED) wait_groups<STAGES - 2>();
                     decode_kv_all(smem, nslot, nbuf, tid);
-                });
-            } else {
+                };
+                if (skip) decode_next();
+                else compute_tile(ws, ad, smem, ck, cv, k0, masked, row_w, warp, lane, sl2, p, decode_next);
+            } else if (!skip) {
                 compute_tile(ws, ad, smem, ck, cv, k0, masked, row_w, warp, lane, sl2, p);
             }
         }
