@@ -114,10 +114,11 @@ fn arch_class(arch: Arch) -> ArchClass {
     }
 }
 
-/// The shipped portable variant for a problem class. All defaults use cp.async, a 2-stage
-/// swizzled ring, tensor-core P·V, light barriers and `ex2.approx`; they differ in tile and
-/// warp shape by head dim, by the arch's shared memory and, on Hopper at D64 and D128, by
-/// whether K/V are 8-bit (see docs/perf-notes.md, round 6).
+/// The shipped portable variant for a problem class. All defaults use cp.async, a swizzled
+/// ring, tensor-core P·V and `ex2.approx`; they differ in tile and warp shape by head dim, by
+/// the arch's shared memory and, on Hopper at D64 and D128, by whether K/V are 8-bit. Most
+/// use a 2-stage ring with light barriers; Hopper's 8-bit D64/D128 tiles use 3-4 stages with
+/// decoupled sync (see docs/perf-notes.md, rounds 6 and 7).
 pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: bool) -> Variant {
     let kv8 = precision.kv_is_8bit();
     let key = match (arch_class(arch), head_dim) {
