@@ -450,12 +450,7 @@ impl KernelSpec {
     /// Checks variant rules, the problem class, and that the arch can run the family.
     pub fn validate(&self, arch: Arch) -> Result<()> {
         self.variant.validate()?;
-        let fail = |reason: String| {
-            Err(Error::InvalidVariant {
-                key: self.key(),
-                reason,
-            })
-        };
+        let fail = |reason: String| Err(self.invalid(reason));
         if !HEAD_DIMS.contains(&self.head_dim) {
             return fail(format!(
                 "head_dim must be 64, 128 or 256, got {}",
@@ -469,33 +464,37 @@ impl KernelSpec {
             Family::Hopper if self.precision == Precision::SimFp8 => {
                 fail("the seeds' simulated-FP8 format is served by the portable family".into())
             }
-            Family::Portable if self.variant.sync == SyncPolicy::Decoupled => {
+            Family::Portable => {
                 self.decoupled_fits()?;
                 self.check_portable_smem(arch)
             }
-            Family::Portable => self.check_portable_smem(arch),
             _ => Ok(()),
         }
     }
 
-    /// Decoupled sync's per-thread chunk ownership: each thread copies and decodes fixed
-    /// 16-byte chunks of the 8-bit K and V tiles, dealt in pairs of rows (portable.cu's
-    /// `OwnChunks`), which needs 8-bit K/V, head dim <= 128 (the pipelined decode), and a
-    /// thread count that divides a tile's chunks evenly.
+    /// The error for a spec the rules reject.
+    fn invalid(&self, reason: String) -> Error {
+        Error::InvalidVariant {
+            key: self.key(),
+            reason,
+        }
+    }
+
+    /// Decoupled sync's per-thread chunk ownership (a no-op check for other policies): each
+    /// thread copies and decodes fixed 16-byte chunks of the 8-bit K and V tiles, dealt in
+    /// pairs of rows (portable.cu's `OwnChunks`), which needs 8-bit K/V, head dim <= 128 (the
+    /// pipelined decode), and a thread count that divides a tile's chunks evenly.
     fn decoupled_fits(&self) -> Result<()> {
         let v = &self.variant;
-        let fail = |reason: String| {
-            Err(Error::InvalidVariant {
-                key: self.key(),
-                reason,
-            })
-        };
+        if v.sync != SyncPolicy::Decoupled {
+            return Ok(());
+        }
         if !self.precision.kv_is_8bit() || self.head_dim > 128 {
-            return fail(format!(
+            return Err(self.invalid(format!(
                 "decoupled sync serves 8-bit K/V at head dim 64 or 128, not {} at d{}",
                 self.precision.name(),
                 self.head_dim
-            ));
+            )));
         }
         let nt = v.threads();
         let ch8 = self.head_dim / 16;
@@ -504,12 +503,12 @@ impl KernelSpec {
             || !nt.is_multiple_of(pair)
             || !(2 * nt / pair).is_multiple_of(8)
         {
-            return fail(format!(
+            return Err(self.invalid(format!(
                 "decoupled sync deals a tile's {} chunks per K or V evenly over {nt} threads in \
                  row pairs; pick tile_n and warps so that {nt} divides {}",
                 v.tile_n * ch8,
                 v.tile_n * ch8
-            ));
+            )));
         }
         Ok(())
     }
@@ -518,13 +517,10 @@ impl KernelSpec {
     fn check_portable_smem(&self, arch: Arch) -> Result<()> {
         let smem = self.dynamic_smem_bytes();
         if smem > arch.smem_optin_limit() {
-            return Err(Error::InvalidVariant {
-                key: self.key(),
-                reason: format!(
-                    "needs {smem} bytes of shared memory, over {arch}'s opt-in limit of {}",
-                    arch.smem_optin_limit()
-                ),
-            });
+            return Err(self.invalid(format!(
+                "needs {smem} bytes of shared memory, over {arch}'s opt-in limit of {}",
+                arch.smem_optin_limit()
+            )));
         }
         Ok(())
     }

@@ -247,6 +247,12 @@ __device__ __forceinline__ void load_kv(u8* smem, const SdpaParams& p, const Wor
     }
 }
 
+// 16 codes of K (to the compute type) or V (to P·V's type, pv_t) to two 16-byte chunks.
+__device__ __forceinline__ void decode_kv16(u32x4 in, u32x4& a, u32x4& b, bool is_v) {
+    if (is_v) decode16<kv_t, pv_t>(in, a, b);
+    else decode16<kv_t, c_t>(in, a, b);
+}
+
 // One 16-byte chunk of 8-bit codes (row `row`, chunk `ch` of an 8-bit tile at `src`) to the
 // 16-bit chunks 2ch and 2ch + 1 of row `row` of the 16-bit tile at `dst`. Threads with
 // ch % 8 >= 4 store the odd chunk first, so that the 8 threads of a store phase hit 8
@@ -255,8 +261,7 @@ __device__ __forceinline__ void decode_chunk(u32 src, u32 dst, int row, int ch, 
     if constexpr (KV8) {
         const u32x4 in = lds16(src + u32(row * D + ch * 16));
         u32x4 a, b;
-        if (is_v) decode16<kv_t, pv_t>(in, a, b);
-        else decode16<kv_t, c_t>(in, a, b);
+        decode_kv16(in, a, b, is_v);
         const int flip = (ch >> 2) & 1;
         sts16(dst + T16::off(row, 2 * ch + flip), flip ? b : a);
         sts16(dst + T16::off(row, 2 * ch + 1 - flip), flip ? a : b);
@@ -317,8 +322,7 @@ __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int t
             const int which = OWN_WHICH(i), drow = OWN_DROW(i);
             const u32x4 in = lds16(s0 + u32(which * KV_TILE + drow * D));
             u32x4 a, b;
-            if (which == 1) decode16<kv_t, pv_t>(in, a, b);
-            else decode16<kv_t, c_t>(in, a, b);
+            decode_kv16(in, a, b, which == 1);
             const u32 o = u32(which * BN * ROW16 + drow * ROW16);
             sts16(d0 + o, a);
             sts16(d1 + o, b);

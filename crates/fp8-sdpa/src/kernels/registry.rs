@@ -192,13 +192,10 @@ pub fn default_variant_for_shape(
     if causal
         && arch_class(arch) == ArchClass::Hopper
         && precision.kv_is_8bit()
+        && head_dim <= 128
         && shape.seq_q >= 4096
     {
-        match head_dim {
-            64 => base = v(KV8_D64),
-            128 => base = v(KV8_D128),
-            _ => {}
-        }
+        base = default_variant(arch, precision, head_dim, false);
     }
     if base.persistent || base.tile_m <= 64 || grid_blocks(&base, shape) >= u64::from(sm_count) {
         return base;
