@@ -247,10 +247,13 @@ __device__ __forceinline__ void load_kv(u8* smem, const SdpaParams& p, const Wor
     }
 }
 
-// 16 codes of K (to the compute type) or V (to P·V's type, pv_t) to two 16-byte chunks.
+// 16 codes of K (to the compute type) or V (to P·V's type, pv_t) to two 16-byte chunks
+// (8-bit K/V only: 16-bit K/V have no decoder).
 __device__ __forceinline__ void decode_kv16(u32x4 in, u32x4& a, u32x4& b, bool is_v) {
-    if (is_v) decode16<kv_t, pv_t>(in, a, b);
-    else decode16<kv_t, c_t>(in, a, b);
+    if constexpr (KV8) {
+        if (is_v) decode16<kv_t, pv_t>(in, a, b);
+        else decode16<kv_t, c_t>(in, a, b);
+    }
 }
 
 // One 16-byte chunk of 8-bit codes (row `row`, chunk `ch` of an 8-bit tile at `src`) to the
