@@ -296,16 +296,11 @@ impl Variant {
                     return fail("warp specialization issues its loads with cp_async".into());
                 }
                 if self.sync == SyncPolicy::Decoupled
-                    && (!self.cp_async
-                        || !self.tc_pv
-                        || self.warp_spec
-                        || self.persistent
-                        || self.stages < 3)
+                    && (!self.cp_async || !self.tc_pv || self.warp_spec || self.stages < 3)
                 {
                     return fail(
                         "decoupled sync needs cp_async, tensor-core P·V, stages >= 3 (a tile is \
-                         decoded two tiles ahead), no warp specialization and no persistent \
-                         blocks"
+                         decoded two tiles ahead) and no warp specialization"
                             .into(),
                     );
                 }
@@ -539,6 +534,7 @@ impl KernelSpec {
                 // into (two pairs with the pipelined decode: no warp specialization,
                 // stages >= 2, head dim <= 128; four under decoupled sync); for the scalar P·V
                 // baseline an fp32 P tile of tile_n + 4 columns; decoupled sync's mbarriers.
+                // Persistent decoupled sync keeps two Q tiles above D64.
                 let pad = if v.swizzle { 0 } else { 16 };
                 let row16 = d * 2 + pad;
                 let kv8 = self.precision.kv_is_8bit();
@@ -559,7 +555,14 @@ impl KernelSpec {
                 };
                 // Decoupled sync: one 8-byte mbarrier per staging buffer.
                 let mbarriers = if decoupled { 8 * staging_bufs } else { 0 };
-                v.tile_m * row16 + v.stages * 2 * kv_tile + staging + p_tile + mbarriers
+                // Persistent decoupled sync double-buffers Q (the next work tile's is copied
+                // while the current one runs), except at D64, where Q sits in registers.
+                let q_bufs = if decoupled && v.persistent && d != 64 {
+                    2
+                } else {
+                    1
+                };
+                q_bufs * v.tile_m * row16 + v.stages * 2 * kv_tile + staging + p_tile + mbarriers
             }
         }
     }

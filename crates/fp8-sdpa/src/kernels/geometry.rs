@@ -12,7 +12,10 @@ use crate::variant::{Family, KernelSpec};
 /// - portable, persistent: `(min(tiles, sm_count * min_blocks), 1, 1)`, where
 ///   `tiles = ceil(seq_q / tile_m) * heads_q * batch`; block `i` takes tiles `i, i + grid, ...`
 ///   and decodes a tile index `t` as `m_block = t % m_blocks`, `hq = (t / m_blocks) % heads_q`,
-///   `b = t / (m_blocks * heads_q)` (the kernel may visit m-blocks heaviest first under causal).
+///   `b = t / (m_blocks * heads_q)`, with `m_block` reversed (heaviest first) under causal;
+///   persistent decoupled sync under causal has m-blocks vary slowest, heaviest first:
+///   `m_block = m_blocks - 1 - t / (heads_q * batch)`, `hq = t % heads_q`,
+///   `b = (t / heads_q) % batch` (portable.cu's `work_at`).
 pub fn grid(spec: &KernelSpec, shape: &AttnShape, sm_count: u32) -> [u64; 3] {
     let v = &spec.variant;
     let rows_per_block = match v.family {

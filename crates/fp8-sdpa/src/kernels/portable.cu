@@ -69,6 +69,11 @@ constexpr bool FAST_EXP = SDPA_FAST_EXP != 0;
 // Sync policy 0 block, 1 light, 2 decoupled (light's step syncs plus no K/V-loop barrier).
 constexpr bool LIGHT = SDPA_SYNC_POLICY >= 1;
 constexpr bool DECOUPLED = SDPA_SYNC_POLICY == 2;
+// Persistent + decoupled ("stream", STREAM above): a block runs its work tiles' K/V tiles as
+// one stream through the ring and the staging buffers, so the next work tile's first tiles are
+// copied and decoded while the current one finishes, and no barrier separates work tiles. Each
+// warp loads its own Q rows (double-buffered unless Q sits in registers), so only the warp
+// itself waits for its next Q.
 constexpr bool SWZ = SDPA_SWIZZLE != 0;
 constexpr bool CAUSAL = SDPA_CAUSAL != 0;
 constexpr bool KV8 = sizeof(kv_t) == 1;
@@ -76,7 +81,10 @@ constexpr bool Q8 = sizeof(q_t) == 1;
 // Q fragments (R·D/4 registers) stay in registers for the whole KV loop with 16 rows per
 // warp and D <= 128 (16 or 32 registers); with 32 rows per warp the O and S accumulators
 // already take most of the budget, so Q is re-read from shared memory (ldmatrix) per tile.
-constexpr bool Q_IN_REGS = R == 1 && D <= 128;
+// The stream (persistent decoupled sync, below) at D64 keeps Q in registers too (32), so that
+// one Q buffer suffices for its 128-key tile (two would not fit).
+constexpr bool STREAM = SDPA_SYNC_POLICY == 2 && SDPA_PERSISTENT != 0;
+constexpr bool Q_IN_REGS = (R == 1 && D <= 128) || (STREAM && D == 64);
 
 typedef Tile16<D * 2, SWZ> T16;         // 16-bit tiles: Q, K/V (16-bit inputs), staging
 constexpr int ROW16 = T16::STRIDE;
@@ -96,8 +104,10 @@ constexpr int STG_BYTES = 2 * BN * ROW16;  // one 16-bit K and V staging pair
 constexpr int P_ROW = BN + 4;            // fp32 P rows of the scalar P·V path, padded
 
 // Shared memory layout, in bytes; KernelSpec::dynamic_smem_bytes() computes the same total.
-constexpr int OFF_Q = 0;
-constexpr int OFF_KV = OFF_Q + BM * ROW16;                     // STAGES x {K, V}
+constexpr int Q_BUFS = STREAM && !Q_IN_REGS ? 2 : 1;
+constexpr int Q_BYTES = BM * ROW16;
+constexpr int OFF_Q = 0;                                       // Q_BUFS x Q
+constexpr int OFF_KV = OFF_Q + Q_BUFS * Q_BYTES;               // STAGES x {K, V}
 constexpr int OFF_STG = OFF_KV + STAGES * 2 * KV_TILE;         // 16-bit K, V (8-bit inputs)
 constexpr int OFF_P = OFF_STG + STG_BUFS * STG_BYTES;           // scalar P·V only
 constexpr int OFF_MBAR = OFF_P + (TC_PV ? 0 : BM * P_ROW * 4);  // decoupled: DONE[buffer]
@@ -126,8 +136,10 @@ constexpr bool RESCALE_SKIP = R == 2 && CN <= 32;
 // tiles spill (m64.n64 at D128, m256.n128 at D64); and only from D128. Measured on the H100
 // (round 7, run 26, same run without the skip): D128 causal S 1k f16 +5 %, 8-bit 256-row tile
 // S 4k +3 to +6 %; D64 lost 1.5-4 % even at S 16k, where the diagonal is 1/128 of the work,
-// so the branch itself costs it more than the skipped steps save.
-constexpr bool SKIP_MASKED = CAUSAL && LIGHT && TC_PV && (!PIPE_DECODE || DECOUPLED) && D >= 128;
+// so the branch itself costs it more than the skipped steps save. Not in the stream (persistent
+// decoupled sync): its D128 causal tile spilled 24 bytes with the skip and has 249 registers
+// without.
+constexpr bool SKIP_MASKED = !STREAM && CAUSAL && LIGHT && TC_PV && (!PIPE_DECODE || DECOUPLED) && D >= 128;
 
 static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
 static_assert(R == 1 || R == 2, "16 or 32 query rows per computing warp");
@@ -137,8 +149,8 @@ static_assert(STAGES >= 1 && STAGES <= 4, "1..4 stages");
 static_assert(CP_ASYNC || STAGES == 1, "a multi-stage ring needs cp.async");
 static_assert(!WS || (CP_ASYNC && STAGES >= 2 && PRODUCERS > 0), "warp specialization: cp.async, >= 2 stages");
 static_assert(BAR_EMPTY + STAGES <= 16, "16 hardware barriers");
-static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && !PERSISTENT && TC_PV),
-              "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages, not persistent");
+static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && TC_PV),
+              "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages");
 }  // namespace cfg
 using namespace cfg;
 
@@ -338,17 +350,18 @@ __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int t
 
 // Decoupled sync: this thread's own chunks of 8-bit K/V tile `j` into ring slot `slot` (the
 // chunks decode_kv_all reads). Rows past seq_kv are zero-filled, as in load_kv.
-__device__ __forceinline__ void load_kv_own(u8* smem, const SdpaParams& p, const Work& w, int j, int slot,
-                                            const OwnChunks& oc) {
+__device__ __forceinline__ void load_kv_own(u8* smem, const SdpaParams& p, const u8* k, const u8* v, int j,
+                                            int slot, const OwnChunks& oc) {
     if constexpr (KV8 && OwnChunks::FITS) {
         const u32 base = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE) + u32(oc.row0 * D + oc.ch * 16);
         const int r0 = j * BN + oc.row0;
-        const u8* kt = w.k + (long long)r0 * w.ks + oc.ch * 16;
-        const u8* vt = w.v + (long long)r0 * w.vs + oc.ch * 16;
+        const long long ks = p.k_stride_s * (long long)sizeof(kv_t), vs = p.v_stride_s * (long long)sizeof(kv_t);
+        const u8* kt = k + (long long)r0 * ks + oc.ch * 16;
+        const u8* vt = v + (long long)r0 * vs + oc.ch * 16;
 #pragma unroll
         for (int i = 0; i < OwnChunks::COUNT; ++i) {
             const int which = OWN_WHICH(i), drow = OWN_DROW(i);
-            const u8* src = which ? vt + drow * w.vs : kt + drow * w.ks;
+            const u8* src = which ? vt + drow * vs : kt + drow * ks;
             copy16(base + u32(which * KV_TILE + drow * D), src, r0 + drow < p.seq_kv);
         }
     }
@@ -425,10 +438,10 @@ struct NoHook {
     __device__ __forceinline__ void operator()() const {}
 };
 template <typename Mid = NoHook>
-__device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8* smem, u32 sk, u32 sv, int k0,
+__device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8* smem, u32 qoff, u32 sk, u32 sv, int k0,
                                              bool masked, int row_w, int warp, int lane, float sl2,
                                              const SdpaParams& p, const Mid& mid = Mid()) {
-    const u32 sq = smem_u32(smem + OFF_Q);
+    const u32 sq = smem_u32(smem + OFF_Q) + qoff;  // qoff: the Q buffer (persistent decoupled sync)
     const int g = lane >> 2, t = lane & 3;
     float s[R][CN / 8][4];
 #pragma unroll
@@ -626,6 +639,45 @@ __device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, co
         }
 }
 
+// The compute steps of KV tile j of a work tile (16-bit K and V at sk, sv; Q buffer at byte
+// qoff of the Q area), for the stream. With the pipelined decode, the first step also decodes
+// ring slot `nslot` into staging buffer `nbuf` (the tile AHEAD tiles on). consume keeps its
+// own copy of this loop: calling this function from there changes ptxas's schedule of the
+// measured non-stream kernels (their SASS is identical to round 7's this way).
+__device__ __forceinline__ void tile_steps(WarpState& ws, const Addrs& ad, u8* smem, u32 qoff, u32 sk, u32 sv, int j,
+                                           bool masked, int row_w, int warp, int lane, float sl2,
+                                           const SdpaParams& p, int tid, int nslot, int nbuf) {
+#pragma unroll 1
+    for (int c = 0; c < BN / CN; ++c) {
+        const u32 ck = sk + c * CN * ROW16, cv = sv + c * CN * ROW16;
+        const int k0 = j * BN + c * CN;
+        // Causal: a step whose first key lies past the limit of the warp's last row is
+        // masked for every row of the warp, and so a no-op (p = 0; m, l and O unchanged).
+        // The warp skips its mma and softmax, and the other warps on its scheduler get the
+        // issue slots. On the diagonal of a 256-row block that is 28 of 64 warp-steps.
+        const bool skip = SKIP_MASKED && k0 > row_w + 16 * R - 1 + (p.seq_kv - p.seq_q);
+        if (PIPE_DECODE && c == 0) {
+            // Decode the tile AHEAD tiles on inside this tile's (first) softmax (see
+            // compute_tile). Unconditional, so that it stays in the softmax's basic block:
+            // past the last tile it decodes a ring slot no copy is writing (stale or
+            // unwritten bytes) into a free staging buffer, which nothing reads before a
+            // later prologue overwrites it (or ever, in the stream). A skipping warp still
+            // decodes its share.
+            const auto decode_next = [&]() {
+                // Decoupled: the newest committed group is the tile STAGES on; the tile two on
+                // must have landed (this thread's copies: the only ones it decodes). Waiting
+                // here rather than at the tile's top gives the copy half a tile more.
+                if constexpr (DECOUPLED) wait_groups<STAGES - 2>();
+                decode_kv_all(smem, nslot, nbuf, tid);
+            };
+            if (skip) decode_next();
+            else compute_tile(ws, ad, smem, qoff, ck, cv, k0, masked, row_w, warp, lane, sl2, p, decode_next);
+        } else if (!skip) {
+            compute_tile(ws, ad, smem, qoff, ck, cv, k0, masked, row_w, warp, lane, sl2, p);
+        }
+    }
+}
+
 // The computing warps' side of one work tile.
 __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Work& w, int& it) {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -662,7 +714,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         // Every slot, this thread's own chunks: tiles 0..STAGES-1.
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
-            if (s < w.n_tiles) load_kv_own(smem, p, w, s, s, oc);
+            if (s < w.n_tiles) load_kv_own(smem, p, w.k, w.v, s, s, oc);
             commit();
         }
         wait_groups<STAGES - 2>();  // Q, tiles 0 and 1 landed
@@ -717,7 +769,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             if (j >= 2) mbar_wait(done_bar + 8 * ((j - 2) % STG_BUFS), ((j - 2) / STG_BUFS) & 1);
             // Slot j % STAGES held tile j, whose own chunks this thread decoded in tile j - 2.
             // (The wait for tile j + 2's copies sits in the decode hook below.)
-            if (j + STAGES < w.n_tiles) load_kv_own(smem, p, w, j + STAGES, j % STAGES, oc);
+            if (j + STAGES < w.n_tiles) load_kv_own(smem, p, w.k, w.v, j + STAGES, j % STAGES, oc);
             commit();
             slot = j % STAGES;
         } else if constexpr (PIPE_DECODE) {
@@ -788,9 +840,9 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
                     decode_kv_all(smem, nslot, nbuf, tid);
                 };
                 if (skip) decode_next();
-                else compute_tile(ws, ad, smem, ck, cv, k0, masked, row_w, warp, lane, sl2, p, decode_next);
+                else compute_tile(ws, ad, smem, 0, ck, cv, k0, masked, row_w, warp, lane, sl2, p, decode_next);
             } else if (!skip) {
-                compute_tile(ws, ad, smem, ck, cv, k0, masked, row_w, warp, lane, sl2, p);
+                compute_tile(ws, ad, smem, 0, ck, cv, k0, masked, row_w, warp, lane, sl2, p);
             }
         }
         if constexpr (WS && !KV8) bar_arrive(BAR_EMPTY + slot, WARPS * 32);
@@ -799,6 +851,191 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     }
     wait_groups<0>();
     write_out(ws, p, w, row_w, lane, v_ds);
+}
+
+// ---- persistent decoupled sync: one K/V stream per block ----------------------------------
+// Work tile t of a persistent block (geometry.rs): m-blocks vary fastest (the blocks of one
+// head run together and share its K/V in L2), heaviest first under causal; the stream under
+// causal has m-blocks vary slowest, heaviest first, so that every block's run of work tiles
+// gets lighter at the same pace (with m-blocks fastest and a grid that is a multiple of
+// m_blocks, a block would get the same m-block every time).
+__device__ __forceinline__ Work work_at(const SdpaParams& p, int t, int m_blocks) {
+    if constexpr (CAUSAL && STREAM) {
+        const int hb = p.heads_q * p.batch, r = t % hb;
+        return make_work(p, m_blocks - 1 - t / hb, r % p.heads_q, r / p.heads_q);
+    } else {
+        int mb = t % m_blocks;
+        if constexpr (CAUSAL) mb = m_blocks - 1 - mb;  // heaviest first
+        return make_work(p, mb, (t / m_blocks) % p.heads_q, t / (m_blocks * p.heads_q));
+    }
+}
+
+// This warp's 16·R rows of work tile w's Q into Q buffer `qb`, by the warp alone (no other
+// warp reads them): 16-bit Q by cp.async (in the caller's open commit group), 8-bit Q loaded,
+// decoded and stored. The caller makes them visible with a wait and __syncwarp.
+__device__ __forceinline__ void load_q_warp(u8* smem, const SdpaParams& p, const Work& w, int qb, int warp, int lane) {
+    const u8* q = (const u8*)p.q + ((long long)w.b * p.q_stride_b + (long long)w.hq * p.q_stride_h) * sizeof(q_t);
+    const long long qs = p.q_stride_s * (long long)sizeof(q_t);
+    const u32 base = smem_u32(smem + OFF_Q) + u32(qb * Q_BYTES);
+    const int r0 = warp * 16 * R;
+    if constexpr (!Q8) {
+        static_assert(32 % CH16 == 0, "a row's chunks divide a warp");
+        constexpr int RS = 32 / CH16, PER = 16 * R * CH16 / 32;
+        const int row = r0 + lane / CH16, ch = lane % CH16;
+        const u8* src = q + (long long)(w.m0 + row) * qs + ch * 16;
+#pragma unroll
+        for (int i = 0; i < PER; ++i)
+            copy16(base + T16::off(row + i * RS, ch), src + i * RS * qs, w.m0 + row + i * RS < p.seq_q);
+    } else {
+        static_assert(32 % CH8 == 0, "a row's 8-bit chunks divide a warp");
+        constexpr int RS = 32 / CH8, PER = 16 * R * CH8 / 32;
+        const int row = r0 + lane / CH8, ch = lane % CH8;
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            const int r = row + i * RS;
+            const bool valid = w.m0 + r < p.seq_q;
+            u32x4 in = {0u, 0u, 0u, 0u}, a, b;
+            if (valid) in = ldg16(q + (long long)(w.m0 + r) * qs + ch * 16);
+            decode16<q_t, c_t>(in, a, b);
+            if (!valid) a = b = in;  // zeros (u8 code 0 decodes to -128)
+            sts16(base + T16::off(r, 2 * ch), a);
+            sts16(base + T16::off(r, 2 * ch + 1), b);
+        }
+    }
+}
+
+// The next K/V tile of a block's stream to copy: tile j of work tile t (work tiles with no
+// K/V tile are skipped), with that work tile's K and V bases.
+struct LoadCursor {
+    int t, j, n;
+    const u8* k;
+    const u8* v;
+    __device__ __forceinline__ void seek(const SdpaParams& p, int m_blocks, int tiles) {
+        for (; t < tiles; t += gridDim.x) {
+            const Work w = work_at(p, t, m_blocks);
+            if (w.n_tiles > 0) {
+                n = w.n_tiles;
+                k = w.k;
+                v = w.v;
+                return;
+            }
+        }
+    }
+    // Copy this thread's chunks of the cursor's tile into ring slot `slot` and advance; past
+    // the block's last tile, nothing.
+    __device__ __forceinline__ void load(u8* smem, const SdpaParams& p, int slot, const OwnChunks& oc, int m_blocks,
+                                         int tiles) {
+        if (t < tiles) {
+            load_kv_own(smem, p, k, v, j, slot, oc);
+            if (++j == n) {
+                j = 0;
+                t += gridDim.x;
+                seek(p, m_blocks, tiles);
+            }
+        }
+    }
+};
+
+// Persistent decoupled sync. Stream tile `it` counts the K/V tiles of all the block's work
+// tiles in order; the ring slot, staging buffer and DONE barrier follow `it` exactly as the
+// non-persistent decoupled loop follows j (copy it + STAGES at the top of tile it, decode
+// it + 2 inside it, wait DONE(it - 2) first), so work-tile boundaries need no barrier: a warp
+// that has finished its rows writes them out and starts the next work tile while the others
+// finish theirs, and the next work tile's first K/V tiles are copied and decoded meanwhile.
+// Q is warp-private and double-buffered (or, at D64, read into registers on entry, and then
+// one buffer does). A warp issues the Q of work tile k + 1 when it enters work tile k (it last
+// read that buffer in work tile k - 1, or just now into registers); the copies join the commit
+// group of stream tile f_k + STAGES (f_k: work tile k's first stream tile). The decode waits
+// inside work tile k complete the groups up to stream tile f_{k+1} + 1, so Q(k + 1) has landed
+// on entry to work tile k + 1 if work tile k has at least STAGES - 1 K/V tiles; after a shorter
+// one the warp waits for all its copies.
+__device__ __forceinline__ void consume_stream(u8* smem, const SdpaParams& p) {
+    if constexpr (STREAM) {
+        const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+        constexpr int NT = CONSUMERS * 32;
+        const int m_blocks = (p.seq_q + BM - 1) / BM, tiles = m_blocks * p.heads_q * p.batch;
+        const Addrs ad(lane);
+        const OwnChunks oc(tid);
+        const u32 done_bar = smem_u32(smem + OFF_MBAR), stg = smem_u32(smem + OFF_STG);
+        int t = blockIdx.x;
+        if (t >= tiles) return;  // no work at all (geometry launches at least one block)
+        Work w = work_at(p, t, m_blocks);
+
+        // Prologue: the first work tile's Q (its own commit group), stream tiles 0..STAGES-1.
+        load_q_warp(smem, p, w, 0, warp, lane);
+        commit();
+        LoadCursor lc{t, 0, 0, nullptr, nullptr};
+        lc.seek(p, m_blocks, tiles);
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            lc.load(smem, p, s, oc, m_blocks, tiles);
+            commit();
+        }
+        wait_groups<STAGES - 2>();  // Q, stream tiles 0 and 1 landed
+        if (tid == 0)
+#pragma unroll
+            for (int b = 0; b < STG_BUFS; ++b) mbar_init(done_bar + 8 * b, NT);
+        __syncthreads();
+        decode_kv_all(smem, 0, 0, tid);
+        decode_kv_all(smem, 1, 1, tid);
+        __syncthreads();
+
+        int it = 0, prev_n = STAGES;  // the first work tile's Q has landed
+        for (int k = 0; t < tiles; t += gridDim.x, ++k) {
+            if (k > 0) w = work_at(p, t, m_blocks);
+            if (!Q8 && prev_n < STAGES - 1) {  // Q(k) may still be in flight (see above)
+                commit();
+                wait_groups<0>();
+            }
+            // The warp's Q(k) copies are visible to all its lanes, and its reads of the buffer
+            // Q(k + 1) goes to (in work tile k - 1) are done.
+            __syncwarp();
+            const u32 qoff = Q_BUFS == 2 ? u32((k & 1) * Q_BYTES) : 0u, sq = smem_u32(smem + OFF_Q) + qoff;
+            WarpState ws;
+            if constexpr (Q_IN_REGS) {
+#pragma unroll
+                for (int mi = 0; mi < R; ++mi)
+#pragma unroll
+                    for (int kk = 0; kk < D / 16; ++kk)
+                        ldmatrix_x4(ws.q[mi][kk], ad.a.at(sq, warp * 16 * R + 16 * mi, 2 * kk));
+                __syncwarp();  // one Q buffer: the warp's reads of Q(k) before the copies of Q(k + 1)
+            }
+            if (t + int(gridDim.x) < tiles)
+                load_q_warp(smem, p, work_at(p, t + gridDim.x, m_blocks), Q_BUFS == 2 ? (k + 1) & 1 : 0, warp, lane);
+            const float q_ds = p.q_descale ? p.q_descale[w.b * p.q_descale_stride_b + w.hq] : 1.f;
+            const float k_ds = p.k_descale ? p.k_descale[w.b * p.kv_descale_stride_b + w.hkv] : 1.f;
+            const float v_ds = p.v_descale ? p.v_descale[w.b * p.kv_descale_stride_b + w.hkv] : 1.f;
+            const float sl2 = p.scale_log2 * q_ds * k_ds;
+            const int row_w = w.m0 + warp * 16 * R;
+#pragma unroll
+            for (int mi = 0; mi < R; ++mi) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    ws.m[mi][h] = -SDPA_INF;
+                    ws.l[mi][h] = 0.f;
+                }
+#pragma unroll
+                for (int dt = 0; dt < D / 8; ++dt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) ws.o[mi][dt][e] = 0.f;
+            }
+            for (int j = 0; j < w.n_tiles; ++j, ++it) {
+                // Everyone finished stream tile it - 2: tile it is decoded, and staging buffer
+                // (it + 2) % 4 is free (as in consume).
+                if (it >= 2) mbar_wait(done_bar + 8 * ((it - 2) % STG_BUFS), ((it - 2) / STG_BUFS) & 1);
+                lc.load(smem, p, it % STAGES, oc, m_blocks, tiles);  // stream tile it + STAGES
+                commit();
+                const u32 sk = stg + (it % STG_BUFS) * STG_BYTES;
+                tile_steps(ws, ad, smem, qoff, sk, sk + BN * ROW16, j, j >= w.diag0, row_w, warp, lane, sl2, p, tid,
+                           (it + AHEAD) % STAGES, (it + AHEAD) % STG_BUFS);
+                mbar_arrive(done_bar + 8 * (it % STG_BUFS));
+            }
+            write_out(ws, p, w, row_w, lane, v_ds);
+            prev_n = w.n_tiles;
+        }
+        commit();
+        wait_groups<0>();
+    }
 }
 
 // The producer warps' side of one work tile: keep up to STAGES - 1 tiles in flight, signal
@@ -830,12 +1067,12 @@ sdpa_portable(const SdpaParams p) {
     const int m_blocks = (p.seq_q + BM - 1) / BM;
     int it = 0;  // KV tiles consumed so far by this block: ring slot and barrier phase
     const bool producer = WS && threadIdx.x >= CONSUMERS * 32;
-    if constexpr (PERSISTENT) {
+    if constexpr (STREAM) {
+        consume_stream(smem, p);
+    } else if constexpr (PERSISTENT) {
         const int tiles = m_blocks * p.heads_q * p.batch;
         for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-            int mb = t % m_blocks;
-            if constexpr (CAUSAL) mb = m_blocks - 1 - mb;  // heaviest first
-            const Work w = make_work(p, mb, (t / m_blocks) % p.heads_q, t / (m_blocks * p.heads_q));
+            const Work w = work_at(p, t, m_blocks);
             if (producer) produce(smem, p, w, it);
             else consume(smem, p, w, it);
         }

@@ -49,7 +49,12 @@ pub fn registered_for(arch: Arch) -> Vec<KernelSpec> {
 
 /// Variants registered for sm_90a only although they fit the others' shared memory: ptxas
 /// allocates them without a spill for sm_90a but not for sm_80, and only Hopper ships them.
-const HOPPER_ONLY: &[&str] = &[KV8_D64_ROUND6];
+const HOPPER_ONLY: &[&str] = &[
+    KV8_D64_ROUND6,
+    KV8_STREAM_D128,
+    KV8_STREAM_D64,
+    KV8_STREAM_D64_SMALL,
+];
 
 /// The Hopper tiles for 8-bit K/V (see [`default_variant`] and [`default_variant_for_shape`]):
 /// 8 warps x 32 rows with decoupled sync; at D64 128 keys per copy in two 64-key half steps,
@@ -58,6 +63,11 @@ const KV8_D64: &str = "portable.m256.n128.w8.s3.b1.cthedx";
 const KV8_D128: &str = "portable.m256.n32.w8.s4.b1.ctedx";
 /// Round 6's D64 8-bit tile (block barrier per tile), kept registered for comparison.
 const KV8_D64_ROUND6: &str = "portable.m256.n128.w8.s2.b1.ctelx";
+/// Round 8, persistent decoupled sync (the stream): D64 FP8-KV defaults (Q in registers, one Q
+/// tile); D128 8-bit K/V below S 2k (two Q tiles in shared memory).
+const KV8_STREAM_D128: &str = "portable.m256.n32.w8.s4.b1.ctpedx";
+const KV8_STREAM_D64: &str = "portable.m256.n128.w8.s3.b1.cthpedx";
+const KV8_STREAM_D64_SMALL: &str = "portable.m128.n64.w4.s3.b2.ctpedx";
 
 /// Which problem classes (precision, head dim) a registered variant is compiled for.
 pub type Serves = fn(Precision, u32) -> bool;
@@ -79,6 +89,11 @@ fn d64_128(_: Precision, d: u32) -> bool {
 }
 fn d128_256(_: Precision, d: u32) -> bool {
     d >= 128
+}
+/// FP8-KV at D64 (8-bit K/V, 16-bit Q): the D64 stream keeps Q in registers, and the 8-bit
+/// Q paths' decode of Q spills there.
+fn d64_fp8kv(p: Precision, d: u32) -> bool {
+    d == 64 && p.kv_is_8bit() && p.q().size() == 2
 }
 fn d64_kv8(p: Precision, d: u32) -> bool {
     d == 64 && p.kv_is_8bit()
@@ -121,7 +136,17 @@ fn arch_class(arch: Arch) -> ArchClass {
 /// decoupled sync (see docs/perf-notes.md, rounds 6 and 7).
 pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: bool) -> Variant {
     let kv8 = precision.kv_is_8bit();
+    let fp8kv = kv8 && precision.q().size() == 2;
     let key = match (arch_class(arch), head_dim) {
+        // FP8-KV at D64 (16-bit Q): persistent decoupled sync, one K/V stream per block, Q in
+        // registers. Non-causal (and causal from S 4k): the 256-row 128-key tile, whose
+        // per-work-tile prologue and tail the stream overlaps; measured on the H100 (round 8,
+        // run 30, fp8kv_f16) 320 / 349 / 356 TFLOPS at S 1k / 4k / 16k against 292 / 333 / 344
+        // for round 7's m256.n128 and the f16 default's 308 / 320 / 330 in the same run.
+        // Causal below S 4k: 4 warps x 32 rows, 64 keys, two blocks per SM (finer diagonal
+        // blocks): 238 at S 1k against 229 for the 256-row stream and 217 for m128.n64.
+        (ArchClass::Hopper, 64) if fp8kv && !causal => KV8_STREAM_D64,
+        (ArchClass::Hopper, 64) if fp8kv => KV8_STREAM_D64_SMALL,
         // 8-bit K/V, non-causal (causal from S 4k, see default_variant_for_shape): 8 warps x
         // 32 rows, so decoding a K/V tile is shared by 256 rows instead of 128, with
         // decoupled sync, so the 8 warps are not held in step by a barrier per tile; one block
@@ -164,7 +189,8 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
     v(key)
 }
 
-/// Blocks a non-persistent portable variant launches for `shape` (geometry.rs's grid).
+/// Work tiles of a portable variant on `shape`: the blocks a non-persistent one launches
+/// (geometry.rs's grid).
 fn grid_blocks(variant: &Variant, shape: &AttnShape) -> u64 {
     let m_blocks = shape.seq_q.div_ceil(variant.tile_m.max(1) as usize) as u64;
     m_blocks * shape.heads_q as u64 * shape.batch as u64
@@ -189,15 +215,23 @@ pub fn default_variant_for_shape(
     // for m128.n64; D128, round 7, run 21, full fp8: 296 / 345 against 284 / 318 for
     // m128.n32); below that their coarse diagonal blocks lose (D64 200 against 217, D128 204
     // against 213 at S 1k).
-    if causal
-        && arch_class(arch) == ArchClass::Hopper
-        && precision.kv_is_8bit()
-        && head_dim <= 128
-        && shape.seq_q >= 4096
-    {
+    // (D64 FP8-KV, round 8, run 30: the 256-row stream 312 / 336 at S 4k / 16k against 296 /
+    // 313 for the 128-row one.)
+    let hopper_kv8 =
+        arch_class(arch) == ArchClass::Hopper && precision.kv_is_8bit() && head_dim <= 128;
+    if causal && hopper_kv8 && shape.seq_q >= 4096 {
         base = default_variant(arch, precision, head_dim, false);
     }
-    if base.persistent || base.tile_m <= 64 || grid_blocks(&base, shape) >= u64::from(sm_count) {
+    // D128, 8-bit K/V, non-causal below S 2k: the stream variant of the 256-row tile, whose
+    // prologue and tail weigh most on short work tiles (round 8: +0.8 and +0.9 % at S 1k in
+    // runs 28 and 30; from S 4k it was 1.4-3.7 % slower, so only here).
+    if !causal && hopper_kv8 && precision.q().size() == 2 && head_dim == 128 && shape.seq_kv < 2048
+    {
+        base = v(KV8_STREAM_D128);
+    }
+    // Persistent variants launch min(work tiles, SMs) blocks, so the grid test counts work
+    // tiles for them as well.
+    if base.tile_m <= 64 || grid_blocks(&base, shape) >= u64::from(sm_count) {
         return base;
     }
     let small = match head_dim {
@@ -261,6 +295,11 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // shared decode made 8-bit K/V as fast as fp16 but whose per-tile barrier cost ~10 %.
     out.push((v(KV8_D64), d64_kv8));
     out.push((v(KV8_D128), d128_kv8));
+    // Round 8 (sm_90a only): persistent decoupled sync, one K/V stream per block across its
+    // work tiles, so a work tile's prologue and tail overlap its neighbours'.
+    out.push((v(KV8_STREAM_D128), d128_kv8));
+    out.push((v(KV8_STREAM_D64), d64_fp8kv));
+    out.push((v(KV8_STREAM_D64_SMALL), d64_fp8kv));
     // Persistent + warp specialization with 2 producers.
     out.push((v("portable.m64.n64.w6.s2.b1.ctw2pelx"), d64_128));
     out
@@ -295,7 +334,7 @@ mod tests {
                 hopper_only += 1;
             }
         }
-        assert!(hopper_only <= 32, "{hopper_only} sm_90a-only specs");
+        assert!(hopper_only <= 56, "{hopper_only} sm_90a-only specs");
         assert_eq!(
             registered_for(Arch::Sm80).len() + hopper_only,
             registered_for(Arch::Sm90a).len()
@@ -303,7 +342,7 @@ mod tests {
         // check and verify stay a manageable size per arch.
         for a in [Arch::Sm80, Arch::Sm90a] {
             assert!(
-                registered_for(a).len() <= 368,
+                registered_for(a).len() <= 392,
                 "{a}: {}",
                 registered_for(a).len()
             );
@@ -412,7 +451,17 @@ mod tests {
             assert_eq!(at(&short).tile_m, 128);
             assert_eq!(at(&long), default_variant(Arch::Sm90a, p, d as u32, false));
             assert_eq!(at(&long).sync, SyncPolicy::Decoupled);
+            // Round 8: FP8-KV at D64 streams (persistent decoupled) at every length; at D128
+            // only non-causal below S 2k.
+            let plain = |s: &AttnShape| default_variant_for_shape(Arch::Sm90a, p, s, false, 132);
+            assert_eq!(at(&short).persistent, d == 64);
+            assert!(plain(&short).persistent);
+            assert_eq!(plain(&long).persistent, d == 64);
+            assert_eq!(at(&long).persistent, d == 64);
         }
+        // Full FP8 (8-bit Q) keeps the round-7 tiles.
+        let full = default_variant_for_shape(Arch::Sm90a, Precision::Fp8, &big, false, 132);
+        assert!(!full.persistent);
     }
 
     #[test]
