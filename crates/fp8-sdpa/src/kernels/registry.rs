@@ -133,7 +133,8 @@ fn arch_class(arch: Arch) -> ArchClass {
 /// ring, tensor-core P·V and `ex2.approx`; they differ in tile and warp shape by head dim, by
 /// the arch's shared memory and, on Hopper at D64 and D128, by whether K/V are 8-bit. Most
 /// use a 2-stage ring with light barriers; Hopper's 8-bit D64/D128 tiles use 3-4 stages with
-/// decoupled sync (see docs/perf-notes.md, rounds 6 and 7).
+/// decoupled sync, persistent (the stream) for FP8-KV at D64 (see docs/perf-notes.md,
+/// rounds 6 to 8; [`default_variant_for_shape`] adds the per-length rules).
 pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: bool) -> Variant {
     let kv8 = precision.kv_is_8bit();
     let fp8kv = kv8 && precision.q().size() == 2;
@@ -156,7 +157,10 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
         // m128.n64. D128: 32 keys per step, 4 stages (160 KB); full fp8 308 / 366 / 387
         // against 296 / 337 / 354 for m128.n32 in the same run.
         (ArchClass::Hopper, 64) if kv8 && !causal => KV8_D64,
-        (ArchClass::Hopper, 128) if kv8 && !causal => KV8_D128,
+        // D128 8-bit causal too, at every length since the causal warp skip (round 7, run 26):
+        // at S 1k 245 against 242 TFLOPS for m128.n32 (fp8kv_f16, round 8, run 30) and 238
+        // against 233 (fp8kv_bf16, run 31).
+        (ArchClass::Hopper, 128) if kv8 => KV8_D128,
         // 4 warps x 32 rows, 128 keys per copy and barrier computed in two 64-key half steps
         // (the full 128-key score tile spills); 80 KB, two blocks per SM, which only sm_90a's
         // 228 KB per SM holds. Measured on the H100 (round 6, run 2), f16: 311 / 326 / 332
@@ -210,13 +214,11 @@ pub fn default_variant_for_shape(
 ) -> Variant {
     let head_dim = shape.head_dim as u32;
     let mut base = default_variant(arch, precision, head_dim, causal);
-    // Causal with 8-bit K/V on Hopper: the 256-row tiles of the non-causal defaults win from
-    // S 4k (D64, round 6, run 1, fp8kv_f16: 287 / 331 TFLOPS at S 4k / 16k against 272 / 298
-    // for m128.n64; D128, round 7, run 21, full fp8: 296 / 345 against 284 / 318 for
-    // m128.n32); below that their coarse diagonal blocks lose (D64 200 against 217, D128 204
-    // against 213 at S 1k).
-    // (D64 FP8-KV, round 8, run 30: the 256-row stream 312 / 336 at S 4k / 16k against 296 /
-    // 313 for the 128-row one.)
+    // Causal with 8-bit K/V on Hopper at D64: the 256-row tiles of the non-causal defaults win
+    // from S 4k (round 6, run 1, fp8kv_f16: 287 / 331 TFLOPS at S 4k / 16k against 272 / 298
+    // for m128.n64; round 8, run 30, the FP8-KV streams: 312 / 336 against 296 / 313 for the
+    // 128-row one); below that their coarse diagonal blocks lose (200 against 217 at S 1k).
+    // D128's class default is already the 256-row tile (see default_variant).
     let hopper_kv8 =
         arch_class(arch) == ArchClass::Hopper && precision.kv_is_8bit() && head_dim <= 128;
     if causal && hopper_kv8 && shape.seq_q >= 4096 {
@@ -431,7 +433,7 @@ mod tests {
         };
         let got = default_variant_for_shape(Arch::Sm90a, Precision::F16, &big, false, 132);
         assert_eq!(got, default_variant(Arch::Sm90a, Precision::F16, 64, false));
-        // 8-bit K/V causal on Hopper: the 256-row decoupled tiles from S 4k only.
+        // 8-bit K/V causal on Hopper: at D64 the 256-row tile from S 4k only (D128: always).
         for (d, heads) in [(64usize, 32usize), (128, 16)] {
             let short = AttnShape {
                 heads_q: heads,
@@ -448,7 +450,7 @@ mod tests {
             let p = Precision::Fp8KvF16;
             let at = |s: &AttnShape| default_variant_for_shape(Arch::Sm90a, p, s, true, 132);
             assert_eq!(at(&short), default_variant(Arch::Sm90a, p, d as u32, true));
-            assert_eq!(at(&short).tile_m, 128);
+            assert_eq!(at(&short).tile_m, if d == 64 { 128 } else { 256 });
             assert_eq!(at(&long), default_variant(Arch::Sm90a, p, d as u32, false));
             assert_eq!(at(&long).sync, SyncPolicy::Decoupled);
             // Round 8: FP8-KV at D64 streams (persistent decoupled) at every length; at D128
