@@ -78,7 +78,9 @@ pub enum SyncPolicy {
     /// No block barrier in the K/V loop: each thread copies and decodes its own chunks of the
     /// 8-bit K/V tiles, and one mbarrier per staging buffer says when every warp has finished
     /// a tile, so warps may drift up to one tile apart instead of meeting at every tile.
-    /// Portable family, 8-bit K/V with the pipelined decode only.
+    /// Portable family, 8-bit K/V with the pipelined decode only. With `persistent`, a block's
+    /// work tiles form one K/V stream (the next work tile's first tiles are copied and decoded
+    /// while the current one finishes) and each warp loads its own Q rows.
     Decoupled,
 }
 
@@ -120,7 +122,8 @@ pub struct Variant {
     /// keys) but computed in two steps of `tile_n / 2` keys, so the score tile takes half the
     /// registers.
     pub half_steps: bool,
-    /// Persistent blocks looping over a tile queue (else one block per tile).
+    /// Persistent blocks looping over a tile queue (else one block per tile); with decoupled
+    /// sync, one K/V stream per block across its work tiles.
     pub persistent: bool,
     /// `ex2.approx.ftz` for the softmax exponent (else an accurate exp2).
     pub fast_exp: bool,
