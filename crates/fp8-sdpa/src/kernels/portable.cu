@@ -411,6 +411,21 @@ struct WarpState {
     float m[R][2];         // running row max (base-2 scaled), rows g and g + 8 of fragment mi
     float l[R][2];         // running row sum, this lane's partial (quad-reduced at the end)
     u32 q[Q_IN_REGS ? R : 1][Q_IN_REGS ? D / 16 : 1][4];  // Q A-fragments when kept in registers
+    // A new work tile: no key seen yet (m = -inf, l = 0, O = 0).
+    __device__ __forceinline__ void reset() {
+#pragma unroll
+        for (int mi = 0; mi < R; ++mi) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                m[mi][h] = -SDPA_INF;
+                l[mi][h] = 0.f;
+            }
+#pragma unroll
+            for (int dt = 0; dt < D / 8; ++dt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) o[mi][dt][e] = 0.f;
+        }
+    }
 };
 
 // This lane's ldmatrix addresses for the two x4 patterns:
@@ -678,30 +693,29 @@ __device__ __forceinline__ void tile_steps(WarpState& ws, const Addrs& ad, u8* s
     }
 }
 
+// A work tile's scales: the softmax's log2 scale with q_descale · k_descale folded in, and
+// v_descale for the output (1 where a tensor has no descale).
+struct Scales {
+    float sl2, v_ds;
+    __device__ __forceinline__ Scales(const SdpaParams& p, const Work& w) {
+        const float q_ds = p.q_descale ? p.q_descale[w.b * p.q_descale_stride_b + w.hq] : 1.f;
+        const float k_ds = p.k_descale ? p.k_descale[w.b * p.kv_descale_stride_b + w.hkv] : 1.f;
+        v_ds = p.v_descale ? p.v_descale[w.b * p.kv_descale_stride_b + w.hkv] : 1.f;
+        sl2 = p.scale_log2 * q_ds * k_ds;
+    }
+};
+
 // The computing warps' side of one work tile.
 __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Work& w, int& it) {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     constexpr int NT = CONSUMERS * 32;
-    const float q_ds = p.q_descale ? p.q_descale[w.b * p.q_descale_stride_b + w.hq] : 1.f;
-    const float k_ds = p.k_descale ? p.k_descale[w.b * p.kv_descale_stride_b + w.hkv] : 1.f;
-    const float v_ds = p.v_descale ? p.v_descale[w.b * p.kv_descale_stride_b + w.hkv] : 1.f;
-    const float sl2 = p.scale_log2 * q_ds * k_ds;
+    const Scales sc(p, w);
+    const float sl2 = sc.sl2, v_ds = sc.v_ds;
     const int row_w = w.m0 + warp * 16 * R;
     const Addrs ad(lane);
 
     WarpState ws;
-#pragma unroll
-    for (int mi = 0; mi < R; ++mi) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            ws.m[mi][h] = -SDPA_INF;
-            ws.l[mi][h] = 0.f;
-        }
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) ws.o[mi][dt][e] = 0.f;
-    }
+    ws.reset();
 
     // Prologue: Q (its own cp.async group, the oldest), then the first K/V tiles (0..STAGES-1
     // with the pipelined decode, 0..STAGES-2 otherwise).
@@ -1002,23 +1016,10 @@ __device__ __forceinline__ void consume_stream(u8* smem, const SdpaParams& p) {
             }
             if (t + int(gridDim.x) < tiles)
                 load_q_warp(smem, p, work_at(p, t + gridDim.x, m_blocks), Q_BUFS == 2 ? (k + 1) & 1 : 0, warp, lane);
-            const float q_ds = p.q_descale ? p.q_descale[w.b * p.q_descale_stride_b + w.hq] : 1.f;
-            const float k_ds = p.k_descale ? p.k_descale[w.b * p.kv_descale_stride_b + w.hkv] : 1.f;
-            const float v_ds = p.v_descale ? p.v_descale[w.b * p.kv_descale_stride_b + w.hkv] : 1.f;
-            const float sl2 = p.scale_log2 * q_ds * k_ds;
+            const Scales sc(p, w);
+            const float sl2 = sc.sl2, v_ds = sc.v_ds;
             const int row_w = w.m0 + warp * 16 * R;
-#pragma unroll
-            for (int mi = 0; mi < R; ++mi) {
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    ws.m[mi][h] = -SDPA_INF;
-                    ws.l[mi][h] = 0.f;
-                }
-#pragma unroll
-                for (int dt = 0; dt < D / 8; ++dt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) ws.o[mi][dt][e] = 0.f;
-            }
+            ws.reset();
             for (int j = 0; j < w.n_tiles; ++j, ++it) {
                 // Everyone finished stream tile it - 2: tile it is decoded, and staging buffer
                 // (it + 2) % 4 is free (as in consume).
