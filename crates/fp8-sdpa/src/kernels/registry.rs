@@ -157,10 +157,7 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
         // m128.n64. D128: 32 keys per step, 4 stages (160 KB); full fp8 308 / 366 / 387
         // against 296 / 337 / 354 for m128.n32 in the same run.
         (ArchClass::Hopper, 64) if kv8 && !causal => KV8_D64,
-        // D128 8-bit causal too, at every length since the causal warp skip (round 7, run 26):
-        // at S 1k 245 against 242 TFLOPS for m128.n32 (fp8kv_f16, round 8, run 30) and 238
-        // against 233 (fp8kv_bf16, run 31).
-        (ArchClass::Hopper, 128) if kv8 => KV8_D128,
+        (ArchClass::Hopper, 128) if kv8 && !causal => KV8_D128,
         // 4 warps x 32 rows, 128 keys per copy and barrier computed in two 64-key half steps
         // (the full 128-key score tile spills); 80 KB, two blocks per SM, which only sm_90a's
         // 228 KB per SM holds. Measured on the H100 (round 6, run 2), f16: 311 / 326 / 332
@@ -214,14 +211,18 @@ pub fn default_variant_for_shape(
 ) -> Variant {
     let head_dim = shape.head_dim as u32;
     let mut base = default_variant(arch, precision, head_dim, causal);
-    // Causal with 8-bit K/V on Hopper at D64: the 256-row tiles of the non-causal defaults win
-    // from S 4k (round 6, run 1, fp8kv_f16: 287 / 331 TFLOPS at S 4k / 16k against 272 / 298
-    // for m128.n64; round 8, run 30, the FP8-KV streams: 312 / 336 against 296 / 313 for the
-    // 128-row one); below that their coarse diagonal blocks lose (200 against 217 at S 1k).
-    // D128's class default is already the 256-row tile (see default_variant).
+    // Causal with 8-bit K/V on Hopper: the 256-row tiles of the non-causal defaults win from
+    // some length on; below it their coarse diagonal blocks lose.
+    // - D64 from S 4k: round 6, run 1, fp8kv_f16, 287 / 331 TFLOPS at S 4k / 16k against
+    //   272 / 298 for m128.n64; round 8, run 30, the FP8-KV streams, 312 / 336 against 296 /
+    //   313 for the 128-row one; at S 1k 200 against 217 (round 6).
+    // - D128 from S 1k, since the causal warp skip (round 7, run 26): round 8, fp8kv_f16 /
+    //   fp8kv_bf16 against m128.n32, S 1k 245 / 238 against 242 / 233 (runs 30, 31), S 2k
+    //   287 / 281 against 277 / 268, S 512 188 / 183 against 192 / 186 (run 34).
     let hopper_kv8 =
         arch_class(arch) == ArchClass::Hopper && precision.kv_is_8bit() && head_dim <= 128;
-    if causal && hopper_kv8 && shape.seq_q >= 4096 {
+    let from = if head_dim == 128 { 1024 } else { 4096 };
+    if causal && hopper_kv8 && shape.seq_q >= from {
         base = default_variant(arch, precision, head_dim, false);
     }
     // D128, 8-bit K/V, non-causal below S 2k: the stream variant of the 256-row tile, whose
@@ -374,6 +375,16 @@ mod tests {
         }
     }
 
+    /// The fa grid's S 512 point with `s`'s heads and head dim.
+    fn s512_of(s: &AttnShape) -> AttnShape {
+        AttnShape {
+            batch: 32,
+            seq_q: 512,
+            seq_kv: 512,
+            ..*s
+        }
+    }
+
     #[test]
     fn shape_defaults_are_registered_and_fit() {
         let reg = registered();
@@ -433,7 +444,7 @@ mod tests {
         };
         let got = default_variant_for_shape(Arch::Sm90a, Precision::F16, &big, false, 132);
         assert_eq!(got, default_variant(Arch::Sm90a, Precision::F16, 64, false));
-        // 8-bit K/V causal on Hopper: at D64 the 256-row tile from S 4k only (D128: always).
+        // 8-bit K/V causal on Hopper: the 256-row tile from S 4k at D64, from S 1k at D128.
         for (d, heads) in [(64usize, 32usize), (128, 16)] {
             let short = AttnShape {
                 heads_q: heads,
@@ -449,8 +460,10 @@ mod tests {
             };
             let p = Precision::Fp8KvF16;
             let at = |s: &AttnShape| default_variant_for_shape(Arch::Sm90a, p, s, true, 132);
-            assert_eq!(at(&short), default_variant(Arch::Sm90a, p, d as u32, true));
+            let below = if d == 64 { &short } else { &s512_of(&short) };
+            assert_eq!(at(below), default_variant(Arch::Sm90a, p, d as u32, true));
             assert_eq!(at(&short).tile_m, if d == 64 { 128 } else { 256 });
+            assert_eq!(at(&s512_of(&short)).tile_m, 128);
             assert_eq!(at(&long), default_variant(Arch::Sm90a, p, d as u32, false));
             assert_eq!(at(&long).sync, SyncPolicy::Decoupled);
             // Round 8: FP8-KV at D64 streams (persistent decoupled) at every length; at D128
