@@ -117,6 +117,11 @@ impl Precision {
         self.kv().size() == 1
     }
 
+    /// FP8-KV: 8-bit K/V with a 16-bit Q.
+    pub fn is_fp8_kv(self) -> bool {
+        self.kv_is_8bit() && self.q().size() == 2
+    }
+
     /// Type of O.
     pub fn out(self) -> DType {
         match self {

@@ -537,7 +537,7 @@ impl KernelSpec {
                 // into (two pairs with the pipelined decode: no warp specialization,
                 // stages >= 2, head dim <= 128; four under decoupled sync); for the scalar P·V
                 // baseline an fp32 P tile of tile_n + 4 columns; decoupled sync's mbarriers.
-                // Persistent decoupled sync keeps two Q tiles above D64.
+                // Persistent decoupled sync keeps two Q tiles unless Q sits in registers.
                 let pad = if v.swizzle { 0 } else { 16 };
                 let row16 = d * 2 + pad;
                 let kv8 = self.precision.kv_is_8bit();
@@ -559,8 +559,11 @@ impl KernelSpec {
                 // Decoupled sync: one 8-byte mbarrier per staging buffer.
                 let mbarriers = if decoupled { 8 * staging_bufs } else { 0 };
                 // Persistent decoupled sync double-buffers Q (the next work tile's is copied
-                // while the current one runs), except at D64, where Q sits in registers.
-                let q_bufs = if decoupled && v.persistent && d != 64 {
+                // while the current one runs), except where Q sits in registers: 16 rows per
+                // computing warp up to D128, and D64 (portable.cu's Q_IN_REGS).
+                let rows_per_warp = v.tile_m / (v.warps - v.producer_warps).max(1);
+                let q_in_regs = (rows_per_warp == 16 && d <= 128) || d == 64;
+                let q_bufs = if decoupled && v.persistent && !q_in_regs {
                     2
                 } else {
                     1

@@ -69,11 +69,6 @@ constexpr bool FAST_EXP = SDPA_FAST_EXP != 0;
 // Sync policy 0 block, 1 light, 2 decoupled (light's step syncs plus no K/V-loop barrier).
 constexpr bool LIGHT = SDPA_SYNC_POLICY >= 1;
 constexpr bool DECOUPLED = SDPA_SYNC_POLICY == 2;
-// Persistent + decoupled ("stream", STREAM above): a block runs its work tiles' K/V tiles as
-// one stream through the ring and the staging buffers, so the next work tile's first tiles are
-// copied and decoded while the current one finishes, and no barrier separates work tiles. Each
-// warp loads its own Q rows (double-buffered unless Q sits in registers), so only the warp
-// itself waits for its next Q.
 constexpr bool SWZ = SDPA_SWIZZLE != 0;
 constexpr bool CAUSAL = SDPA_CAUSAL != 0;
 constexpr bool KV8 = sizeof(kv_t) == 1;
@@ -81,9 +76,13 @@ constexpr bool Q8 = sizeof(q_t) == 1;
 // Q fragments (R·D/4 registers) stay in registers for the whole KV loop with 16 rows per
 // warp and D <= 128 (16 or 32 registers); with 32 rows per warp the O and S accumulators
 // already take most of the budget, so Q is re-read from shared memory (ldmatrix) per tile.
-// The stream (persistent decoupled sync, below) at D64 keeps Q in registers too (32), so that
-// one Q buffer suffices for its 128-key tile (two would not fit).
-constexpr bool STREAM = SDPA_SYNC_POLICY == 2 && SDPA_PERSISTENT != 0;
+// Persistent + decoupled ("stream", consume_stream): a block runs its work tiles' K/V tiles as
+// one stream through the ring and the staging buffers, so the next work tile's first tiles are
+// copied and decoded while the current one finishes, and no barrier separates work tiles. Each
+// warp loads its own Q rows (double-buffered unless Q sits in registers), so only the warp
+// itself waits for its next Q. At D64 the stream keeps Q in registers too (32), so that one Q
+// buffer suffices for its 128-key tile (two would not fit).
+constexpr bool STREAM = DECOUPLED && PERSISTENT;
 constexpr bool Q_IN_REGS = (R == 1 && D <= 128) || (STREAM && D == 64);
 
 typedef Tile16<D * 2, SWZ> T16;         // 16-bit tiles: Q, K/V (16-bit inputs), staging
@@ -411,6 +410,13 @@ struct WarpState {
     float m[R][2];         // running row max (base-2 scaled), rows g and g + 8 of fragment mi
     float l[R][2];         // running row sum, this lane's partial (quad-reduced at the end)
     u32 q[Q_IN_REGS ? R : 1][Q_IN_REGS ? D / 16 : 1][4];  // Q A-fragments when kept in registers
+    // This warp's Q A-fragments from the Q tile at `sq` (Q_IN_REGS only).
+    __device__ __forceinline__ void load_q(const LaneAddr<T16>& a, u32 sq, int warp) {
+#pragma unroll
+        for (int mi = 0; mi < R; ++mi)
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(q[mi][kk], a.at(sq, warp * 16 * R + 16 * mi, 2 * kk));
+    }
     // A new work tile: no key seen yet (m = -inf, l = 0, O = 0).
     __device__ __forceinline__ void reset() {
 #pragma unroll
@@ -755,11 +761,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     }
     consumer_sync();
     if constexpr (Q_IN_REGS) {
-        const u32 sq = smem_u32(smem + OFF_Q);
-#pragma unroll
-        for (int mi = 0; mi < R; ++mi)
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(ws.q[mi][kk], ad.a.at(sq, warp * 16 * R + 16 * mi, 2 * kk));
+        ws.load_q(ad.a, smem_u32(smem + OFF_Q), warp);
         step_sync();
     }
     if constexpr (DECOUPLED) {
@@ -904,6 +906,8 @@ __device__ __forceinline__ void load_q_warp(u8* smem, const SdpaParams& p, const
         static_assert(32 % CH8 == 0, "a row's 8-bit chunks divide a warp");
         constexpr int RS = 32 / CH8, PER = 16 * R * CH8 / 32;
         const int row = r0 + lane / CH8, ch = lane % CH8;
+        // The per-chunk decode of load_q's 8-bit branch. (Sharing one helper with it changed
+        // ptxas's schedule of the measured full-FP8 kernels, so each keeps its copy.)
 #pragma unroll
         for (int i = 0; i < PER; ++i) {
             const int r = row + i * RS;
@@ -1007,11 +1011,7 @@ __device__ __forceinline__ void consume_stream(u8* smem, const SdpaParams& p) {
             const u32 qoff = Q_BUFS == 2 ? u32((k & 1) * Q_BYTES) : 0u, sq = smem_u32(smem + OFF_Q) + qoff;
             WarpState ws;
             if constexpr (Q_IN_REGS) {
-#pragma unroll
-                for (int mi = 0; mi < R; ++mi)
-#pragma unroll
-                    for (int kk = 0; kk < D / 16; ++kk)
-                        ldmatrix_x4(ws.q[mi][kk], ad.a.at(sq, warp * 16 * R + 16 * mi, 2 * kk));
+                ws.load_q(ad.a, sq, warp);
                 __syncwarp();  // one Q buffer: the warp's reads of Q(k) before the copies of Q(k + 1)
             }
             if (t + int(gridDim.x) < tiles)

@@ -93,7 +93,7 @@ fn d128_256(_: Precision, d: u32) -> bool {
 /// FP8-KV at D64 (8-bit K/V, 16-bit Q): the D64 stream keeps Q in registers, and the 8-bit
 /// Q paths' decode of Q spills there.
 fn d64_fp8kv(p: Precision, d: u32) -> bool {
-    d == 64 && p.kv_is_8bit() && p.q().size() == 2
+    d == 64 && p.is_fp8_kv()
 }
 fn d64_kv8(p: Precision, d: u32) -> bool {
     d == 64 && p.kv_is_8bit()
@@ -137,7 +137,7 @@ fn arch_class(arch: Arch) -> ArchClass {
 /// rounds 6 to 8; [`default_variant_for_shape`] adds the per-length rules).
 pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: bool) -> Variant {
     let kv8 = precision.kv_is_8bit();
-    let fp8kv = kv8 && precision.q().size() == 2;
+    let fp8kv = precision.is_fp8_kv();
     let key = match (arch_class(arch), head_dim) {
         // FP8-KV at D64 (16-bit Q): persistent decoupled sync, one K/V stream per block, Q in
         // registers. Non-causal (and causal from S 4k): the 256-row 128-key tile, whose
@@ -228,8 +228,7 @@ pub fn default_variant_for_shape(
     // D128, 8-bit K/V, non-causal below S 2k: the stream variant of the 256-row tile, whose
     // prologue and tail weigh most on short work tiles (round 8: +0.8 and +0.9 % at S 1k in
     // runs 28 and 30; from S 4k it was 1.4-3.7 % slower, so only here).
-    if !causal && hopper_kv8 && precision.q().size() == 2 && head_dim == 128 && shape.seq_kv < 2048
-    {
+    if !causal && hopper_kv8 && precision.is_fp8_kv() && head_dim == 128 && shape.seq_kv < 2048 {
         base = v(KV8_STREAM_D128);
     }
     // Persistent variants launch min(work tiles, SMs) blocks, so the grid test counts work
