@@ -122,6 +122,11 @@ pub struct Variant {
     /// keys) but computed in two steps of `tile_n / 2` keys, so the score tile takes half the
     /// registers.
     pub half_steps: bool,
+    /// Paired rows (portable, 32 rows per warp): warp w owns the m16 row fragments w and
+    /// 2·warps − 1 − w of the block, so that under causal every warp has the same share of
+    /// the diagonal, and a key step that masks a warp's first fragment computes the second
+    /// alone. Acts where the causal warp skip does (light or decoupled sync).
+    pub paired_rows: bool,
     /// Persistent blocks looping over a tile queue (else one block per tile); with decoupled
     /// sync, one K/V stream per block across its work tiles.
     pub persistent: bool,
@@ -150,6 +155,7 @@ impl Variant {
             warp_spec: false,
             producer_warps: 0,
             half_steps: false,
+            paired_rows: false,
             persistent: false,
             fast_exp: false,
             sync: SyncPolicy::Block,
@@ -177,7 +183,7 @@ impl Variant {
     /// A stable, human-readable key that names this variant uniquely and parses back
     /// ([`Variant::from_str`]). Example: `portable.m64.n64.w4.s2.b2.ctlx`. Flags, in this
     /// order: `c` cp.async, `t` tensor-core P·V, `w<n>` n producer warps, `h` half steps,
-    /// `p` persistent, `e` fast exp, `l` light or `d` decoupled barriers, `x` swizzle (`-` when
+    /// `r` paired rows, `p` persistent, `e` fast exp, `l` light or `d` decoupled barriers, `x` swizzle (`-` when
     /// none).
     pub fn key(&self) -> String {
         let mut flags = String::new();
@@ -192,6 +198,9 @@ impl Variant {
         }
         if self.half_steps {
             flags.push('h');
+        }
+        if self.paired_rows {
+            flags.push('r');
         }
         if self.persistent {
             flags.push('p');
@@ -258,6 +267,9 @@ impl Variant {
         if self.half_steps && self.family != Family::Portable {
             return fail("half_steps is a portable-family knob".into());
         }
+        if self.paired_rows && self.family != Family::Portable {
+            return fail("paired_rows is a portable-family knob".into());
+        }
         match self.family {
             Family::Reference => {
                 let want = Variant {
@@ -291,6 +303,19 @@ impl Variant {
                         "half_steps needs tile_n 64 or 128 (steps of at least 32 keys), got {}",
                         self.tile_n
                     ));
+                }
+                if self.paired_rows
+                    && (self.tile_m != 32 * consumers
+                        || !self.tc_pv
+                        || self.sync == SyncPolicy::Block
+                        || (self.persistent && self.sync == SyncPolicy::Decoupled))
+                {
+                    return fail(
+                        "paired_rows needs 32 rows per computing warp, tensor-core P·V and light or \
+                         decoupled sync (the causal warp skip), and not the persistent decoupled \
+                         stream"
+                            .into(),
+                    );
                 }
                 if self.stages > 1 && !self.cp_async {
                     return fail("a multi-stage pipeline (stages > 1) needs cp_async".into());
@@ -377,6 +402,7 @@ impl FromStr for Variant {
             warp_spec: false,
             producer_warps: 0,
             half_steps: false,
+            paired_rows: false,
             persistent: false,
             fast_exp: false,
             sync: SyncPolicy::Block,
@@ -401,6 +427,7 @@ impl FromStr for Variant {
                             .map_err(|_| bad("'w' flag needs a producer count"))?;
                     }
                     'h' => v.half_steps = true,
+                    'r' => v.paired_rows = true,
                     'p' => v.persistent = true,
                     'e' => v.fast_exp = true,
                     'l' => v.sync = SyncPolicy::Light,
@@ -589,6 +616,7 @@ impl KernelSpec {
             ("SDPA_WARP_SPEC".into(), b(v.warp_spec)),
             ("SDPA_PRODUCER_WARPS".into(), v.producer_warps.to_string()),
             ("SDPA_HALF_STEPS".into(), b(v.half_steps)),
+            ("SDPA_PAIRED_ROWS".into(), b(v.paired_rows)),
             ("SDPA_PERSISTENT".into(), b(v.persistent)),
             ("SDPA_FAST_EXP".into(), b(v.fast_exp)),
             ("SDPA_SYNC_POLICY".into(), v.sync.code().to_string()),
@@ -616,7 +644,7 @@ mod tests {
             prop::sample::select(vec![16u32, 32, 64, 128, 256]),
             1u32..=16,
             1u32..=4,
-            any::<[bool; 8]>(),
+            any::<[bool; 9]>(),
             0u32..=4,
             1u32..=4,
         )
@@ -632,6 +660,7 @@ mod tests {
                     warp_spec: producers > 0,
                     producer_warps: producers,
                     half_steps: f[7],
+                    paired_rows: f[8],
                     persistent: f[3],
                     fast_exp: f[4],
                     sync: match (f[5], f[2]) {
@@ -689,8 +718,8 @@ mod tests {
         let d = s.defines();
         let names: std::collections::HashSet<_> = d.iter().map(|(n, _)| n.clone()).collect();
         assert_eq!(names.len(), d.len(), "duplicate define");
-        // 15 variant fields + head dim + causal + 4 types.
-        assert_eq!(d.len(), 21);
+        // 16 variant fields + head dim + causal + 4 types.
+        assert_eq!(d.len(), 22);
         assert!(d.contains(&("SDPA_Q_T".into(), "e4m3_t".into())));
         assert!(d.contains(&("SDPA_O_T".into(), "bf16_t".into())));
     }
@@ -761,5 +790,26 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("stages >= 3"));
+        // Paired rows: 32 rows per warp, tensor-core P·V, the causal skip's sync, no stream.
+        assert!("portable.m256.n32.w8.s4.b1.ctredx"
+            .parse::<Variant>()
+            .unwrap()
+            .validate()
+            .is_ok());
+        for bad in [
+            "portable.m64.n64.w4.s2.b2.ctrelx",   // 16 rows per warp
+            "portable.m128.n64.w4.s2.b2.crelx",   // scalar P·V
+            "portable.m128.n64.w4.s2.b2.ctrex",   // block barriers
+            "portable.m256.n32.w8.s4.b1.ctrpedx", // the stream
+        ] {
+            let v: Variant = bad.parse().unwrap();
+            assert!(
+                v.validate()
+                    .unwrap_err()
+                    .to_string()
+                    .contains("paired_rows"),
+                "{bad}"
+            );
+        }
     }
 }

@@ -83,6 +83,12 @@ constexpr bool Q8 = sizeof(q_t) == 1;
 // itself waits for its next Q. At D64 the stream keeps Q in registers too (32), so that one Q
 // buffer suffices for its 128-key tile (two would not fit).
 constexpr bool STREAM = DECOUPLED && PERSISTENT;
+// Paired rows (32 rows per warp): computing warp w owns the m16 fragments w and
+// 2·CONSUMERS - 1 - w of the block instead of 2w and 2w + 1, so that under causal every warp
+// has the same number of visible (fragment, key step) pairs on the diagonal, and a warp
+// computes only the fragments a step does not mask entirely (compute_tile<1>: the second).
+// Without it the bottom warps carry the diagonal while the top ones idle.
+constexpr bool PAIRED = SDPA_PAIRED_ROWS != 0;
 constexpr bool Q_IN_REGS = (R == 1 && D <= 128) || (STREAM && D == 64);
 
 typedef Tile16<D * 2, SWZ> T16;         // 16-bit tiles: Q, K/V (16-bit inputs), staging
@@ -132,13 +138,14 @@ constexpr bool RESCALE_SKIP = R == 2 && CN <= 32;
 // where compute_tile has no block barrier inside (light or decoupled sync, tensor-core P·V),
 // since a skipping warp must not miss one; not with the barrier-coupled pipelined 8-bit
 // decode, whose skip branch needs a second copy of the decode and made two of its registered
-// tiles spill (m64.n64 at D128, m256.n128 at D64); and only from D128. Measured on the H100
+// tiles spill (m64.n64 at D128, m256.n128 at D64); and only from D128 or with paired rows
+// (whose point it is). Measured on the H100
 // (round 7, run 26, same run without the skip): D128 causal S 1k f16 +5 %, 8-bit 256-row tile
 // S 4k +3 to +6 %; D64 lost 1.5-4 % even at S 16k, where the diagonal is 1/128 of the work,
 // so the branch itself costs it more than the skipped steps save. Not in the stream (persistent
 // decoupled sync): its D128 causal tile spilled 24 bytes with the skip and has 249 registers
 // without.
-constexpr bool SKIP_MASKED = !STREAM && CAUSAL && LIGHT && TC_PV && (!PIPE_DECODE || DECOUPLED) && D >= 128;
+constexpr bool SKIP_MASKED = !STREAM && CAUSAL && LIGHT && TC_PV && (!PIPE_DECODE || DECOUPLED) && (D >= 128 || PAIRED);
 
 static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
 static_assert(R == 1 || R == 2, "16 or 32 query rows per computing warp");
@@ -148,10 +155,23 @@ static_assert(STAGES >= 1 && STAGES <= 4, "1..4 stages");
 static_assert(CP_ASYNC || STAGES == 1, "a multi-stage ring needs cp.async");
 static_assert(!WS || (CP_ASYNC && STAGES >= 2 && PRODUCERS > 0), "warp specialization: cp.async, >= 2 stages");
 static_assert(BAR_EMPTY + STAGES <= 16, "16 hardware barriers");
+static_assert(!PAIRED || (R == 2 && TC_PV && !STREAM), "paired rows: 32 rows per warp, tensor-core P·V, not the stream");
 static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && TC_PV),
               "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages");
 }  // namespace cfg
 using namespace cfg;
+
+// Block-local first row of fragment mi of computing warp `warp`.
+__device__ __forceinline__ int frag_row(int warp, int mi) {
+    if constexpr (PAIRED) return 16 * (mi == 0 ? warp : 2 * CONSUMERS - 1 - warp);
+    else return warp * 16 * R + 16 * mi;
+}
+// The warp's first row (fragment 0), and fragment mi's offset from it.
+__device__ __forceinline__ int warp_row0(int m0, int warp) { return m0 + frag_row(warp, 0); }
+__device__ __forceinline__ int frag_off(int warp, int mi) {
+    if constexpr (PAIRED) return mi == 0 ? 0 : 16 * (2 * CONSUMERS - 1 - 2 * warp);
+    else return 16 * mi;
+}
 
 __device__ __forceinline__ float ex2(float x) {
     if constexpr (FAST_EXP) return exp2_fast(x);
@@ -415,7 +435,7 @@ struct WarpState {
 #pragma unroll
         for (int mi = 0; mi < R; ++mi)
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(q[mi][kk], a.at(sq, warp * 16 * R + 16 * mi, 2 * kk));
+            for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(q[mi][kk], a.at(sq, frag_row(warp, mi), 2 * kk));
     }
     // A new work tile: no key seen yet (m = -inf, l = 0, O = 0).
     __device__ __forceinline__ void reset() {
@@ -458,15 +478,17 @@ struct Addrs {
 struct NoHook {
     __device__ __forceinline__ void operator()() const {}
 };
-template <typename Mid = NoHook>
+// MI0 = 1 (paired rows): fragment 0 is masked for the whole step; only fragment 1 is computed.
+template <int MI0 = 0, typename Mid = NoHook>
 __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8* smem, u32 qoff, u32 sk, u32 sv, int k0,
                                              bool masked, int row_w, int warp, int lane, float sl2,
                                              const SdpaParams& p, const Mid& mid = Mid()) {
+    static_assert(MI0 == 0 || (PAIRED && TC_PV), "a fragment is skipped only with paired rows");
     const u32 sq = smem_u32(smem + OFF_Q) + qoff;  // qoff: the Q buffer (persistent decoupled sync)
     const int g = lane >> 2, t = lane & 3;
     float s[R][CN / 8][4];
 #pragma unroll
-    for (int mi = 0; mi < R; ++mi)
+    for (int mi = MI0; mi < R; ++mi)
 #pragma unroll
         for (int nt = 0; nt < CN / 8; ++nt)
 #pragma unroll
@@ -477,12 +499,12 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
     for (int kk = 0; kk < D / 16; ++kk) {
         u32 qa[R][4];
 #pragma unroll
-        for (int mi = 0; mi < R; ++mi) {
+        for (int mi = MI0; mi < R; ++mi) {
             if constexpr (Q_IN_REGS) {
 #pragma unroll
                 for (int e = 0; e < 4; ++e) qa[mi][e] = ws.q[mi][kk][e];
             } else {
-                ldmatrix_x4(qa[mi], ad.a.at(sq, warp * 16 * R + 16 * mi, 2 * kk));
+                ldmatrix_x4(qa[mi], ad.a.at(sq, frag_row(warp, mi), 2 * kk));
             }
         }
 #pragma unroll
@@ -490,7 +512,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
             u32 kb[4];
             ldmatrix_x4(kb, ad.b.at(sk, 16 * np, 2 * kk));
 #pragma unroll
-            for (int mi = 0; mi < R; ++mi) {
+            for (int mi = MI0; mi < R; ++mi) {
                 Mma<c_t>::run(s[mi][2 * np], qa[mi], kb[0], kb[1]);
                 Mma<c_t>::run(s[mi][2 * np + 1], qa[mi], kb[2], kb[3]);
             }
@@ -499,16 +521,16 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
     step_sync();
 
     // ---- mask: keys past seq_kv, and (causal) keys past row + seq_kv - seq_q ----
-    // Element (mi, nt, e) is row row_w + 16mi + g + 8(e/2), key k0 + 8nt + 2t + e%2.
+    // Element (mi, nt, e) is row row_w + frag_off(warp, mi) + g + 8(e/2), key k0 + 8nt + 2t + e%2.
     if (masked) {
         const int off = p.seq_kv - p.seq_q;
 #pragma unroll
-        for (int mi = 0; mi < R; ++mi)
+        for (int mi = MI0; mi < R; ++mi)
 #pragma unroll
             for (int nt = 0; nt < CN / 8; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    const int row = row_w + 16 * mi + g + 8 * (e >> 1);
+                    const int row = row_w + frag_off(warp, mi) + g + 8 * (e >> 1);
                     const int key = k0 + 8 * nt + 2 * t + (e & 1);
                     bool out = key >= p.seq_kv;
                     if constexpr (CAUSAL) out = out || key > row + off;
@@ -527,7 +549,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
     float corr[R][2];
     bool moved = false;
 #pragma unroll
-    for (int mi = 0; mi < R; ++mi)
+    for (int mi = MI0; mi < R; ++mi)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float mx = -SDPA_INF;
@@ -556,7 +578,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
         }
     if (!RESCALE_SKIP || __any_sync(0xffffffffu, moved)) {
 #pragma unroll
-        for (int mi = 0; mi < R; ++mi)
+        for (int mi = MI0; mi < R; ++mi)
 #pragma unroll
             for (int dt = 0; dt < D / 8; ++dt)
 #pragma unroll
@@ -573,7 +595,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
         for (int kc = 0; kc < CN / 16; ++kc) {
             u32 pa[R][4];
 #pragma unroll
-            for (int mi = 0; mi < R; ++mi) {
+            for (int mi = MI0; mi < R; ++mi) {
                 pa[mi][0] = pack2<pv_t>(s[mi][2 * kc][0], s[mi][2 * kc][1]);
                 pa[mi][1] = pack2<pv_t>(s[mi][2 * kc][2], s[mi][2 * kc][3]);
                 pa[mi][2] = pack2<pv_t>(s[mi][2 * kc + 1][0], s[mi][2 * kc + 1][1]);
@@ -587,7 +609,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
                 u32 vb[4];
                 ldmatrix_x4_trans(vb, ad.a.at(sv, 16 * kc, 2 * dp));
 #pragma unroll
-                for (int mi = 0; mi < R; ++mi) {
+                for (int mi = MI0; mi < R; ++mi) {
                     Mma<pv_t>::run(ws.o[mi][2 * dp], pa[mi], vb[0], vb[1]);
                     Mma<pv_t>::run(ws.o[mi][2 * dp + 1], pa[mi], vb[2], vb[3]);
                 }
@@ -634,8 +656,8 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
 
 // O = acc · v_descale / l for this warp's rows, and LSE. Fully masked rows (l == 0) give 0
 // and -inf; a NaN l gives NaN.
-__device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, const Work& w, int row_w, int lane,
-                                          float v_ds) {
+__device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, const Work& w, int row_w, int warp,
+                                          int lane, float v_ds) {
     const int g = lane >> 2, t = lane & 3;
     o_t* o = (o_t*)p.o + (long long)w.b * p.o_stride_b + (long long)w.hq * p.o_stride_h;
 #pragma unroll
@@ -647,7 +669,7 @@ __device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, co
             l += __shfl_xor_sync(0xffffffffu, l, 2);
             const bool empty = l == 0.f;
             const float inv = empty ? 0.f : v_ds / l;
-            const int row = row_w + 16 * mi + g + 8 * h;
+            const int row = row_w + frag_off(warp, mi) + g + 8 * h;
             if (row < p.seq_q) {
                 o_t* orow = o + (long long)row * p.o_stride_s;
 #pragma unroll
@@ -717,7 +739,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     constexpr int NT = CONSUMERS * 32;
     const Scales sc(p, w);
     const float sl2 = sc.sl2, v_ds = sc.v_ds;
-    const int row_w = w.m0 + warp * 16 * R;
+    const int row_w = warp_row0(w.m0, warp);
     const Addrs ad(lane);
 
     WarpState ws;
@@ -840,7 +862,10 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             // masked for every row of the warp, and so a no-op (p = 0; m, l and O unchanged).
             // The warp skips its mma and softmax, and the other warps on its scheduler get the
             // issue slots. On the diagonal of a 256-row block that is 28 of 64 warp-steps.
-            const bool skip = SKIP_MASKED && k0 > row_w + 16 * R - 1 + (p.seq_kv - p.seq_q);
+            // With paired rows the warp's last row is fragment 1's, and a step past fragment
+            // 0's last row computes fragment 1 alone (`half`).
+            const bool skip = SKIP_MASKED && k0 > row_w + frag_off(warp, R - 1) + 15 + (p.seq_kv - p.seq_q);
+            const bool half = PAIRED && SKIP_MASKED && k0 > row_w + 15 + (p.seq_kv - p.seq_q);
             if (PIPE_DECODE && c == 0) {
                 // Decode tile j + AHEAD inside tile j's (first) softmax (see compute_tile).
                 // Unconditional, so that it stays in the softmax's basic block: past the last
@@ -856,9 +881,11 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
                     decode_kv_all(smem, nslot, nbuf, tid);
                 };
                 if (skip) decode_next();
+                else if (half) compute_tile<PAIRED ? 1 : 0>(ws, ad, smem, 0, ck, cv, k0, masked, row_w, warp, lane, sl2, p, decode_next);
                 else compute_tile(ws, ad, smem, 0, ck, cv, k0, masked, row_w, warp, lane, sl2, p, decode_next);
             } else if (!skip) {
-                compute_tile(ws, ad, smem, 0, ck, cv, k0, masked, row_w, warp, lane, sl2, p);
+                if (half) compute_tile<PAIRED ? 1 : 0>(ws, ad, smem, 0, ck, cv, k0, masked, row_w, warp, lane, sl2, p);
+                else compute_tile(ws, ad, smem, 0, ck, cv, k0, masked, row_w, warp, lane, sl2, p);
             }
         }
         if constexpr (WS && !KV8) bar_arrive(BAR_EMPTY + slot, WARPS * 32);
@@ -866,7 +893,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         if constexpr (!WS && STAGES == 1) __syncthreads();  // slot 0 is refilled next
     }
     wait_groups<0>();
-    write_out(ws, p, w, row_w, lane, v_ds);
+    write_out(ws, p, w, row_w, warp, lane, v_ds);
 }
 
 // ---- persistent decoupled sync: one K/V stream per block ----------------------------------
@@ -1018,7 +1045,7 @@ __device__ __forceinline__ void consume_stream(u8* smem, const SdpaParams& p) {
                 load_q_warp(smem, p, work_at(p, t + gridDim.x, m_blocks), Q_BUFS == 2 ? (k + 1) & 1 : 0, warp, lane);
             const Scales sc(p, w);
             const float sl2 = sc.sl2, v_ds = sc.v_ds;
-            const int row_w = w.m0 + warp * 16 * R;
+            const int row_w = warp_row0(w.m0, warp);
             ws.reset();
             for (int j = 0; j < w.n_tiles; ++j, ++it) {
                 // Everyone finished stream tile it - 2: tile it is decoded, and staging buffer
@@ -1031,7 +1058,7 @@ __device__ __forceinline__ void consume_stream(u8* smem, const SdpaParams& p) {
                            (it + AHEAD) % STAGES, (it + AHEAD) % STG_BUFS);
                 mbar_arrive(done_bar + 8 * (it % STG_BUFS));
             }
-            write_out(ws, p, w, row_w, lane, v_ds);
+            write_out(ws, p, w, row_w, warp, lane, v_ds);
             prev_n = w.n_tiles;
         }
         commit();

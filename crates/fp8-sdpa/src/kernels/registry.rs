@@ -61,6 +61,8 @@ const HOPPER_ONLY: &[&str] = &[
 /// at D128 32 keys per step.
 const KV8_D64: &str = "portable.m256.n128.w8.s3.b1.cthedx";
 const KV8_D128: &str = "portable.m256.n32.w8.s4.b1.ctedx";
+/// Round 9, D128 8-bit K/V causal: the same tile with paired rows.
+const KV8_D128_CAUSAL: &str = "portable.m256.n32.w8.s4.b1.ctredx";
 /// Round 6's D64 8-bit tile (block barrier per tile), kept registered for comparison.
 const KV8_D64_ROUND6: &str = "portable.m256.n128.w8.s2.b1.ctelx";
 /// Round 8, persistent decoupled sync (the stream): D64 FP8-KV defaults (Q in registers, one Q
@@ -158,6 +160,11 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
         // against 296 / 337 / 354 for m128.n32 in the same run.
         (ArchClass::Hopper, 64) if kv8 && !causal => KV8_D64,
         (ArchClass::Hopper, 128) if kv8 && !causal => KV8_D128,
+        // Causal: the same tile with paired rows, at every length. Measured on the H100 (round
+        // 9, run 36-37, against the unpaired tile and m128.n32, the S 512 default before):
+        // fp8kv_f16 S 512 192.6 / 185.6 / 191.6 TFLOPS, S 1k 247.4 / 242.9 / 242.5, S 2k 287.6
+        // / 285.7 / 277.2; full fp8 S 512 160.0 / 153.6 / 159.6.
+        (ArchClass::Hopper, 128) if kv8 => KV8_D128_CAUSAL,
         // 4 warps x 32 rows, 128 keys per copy and barrier computed in two 64-key half steps
         // (the full 128-key score tile spills); 80 KB, two blocks per SM, which only sm_90a's
         // 228 KB per SM holds. Measured on the H100 (round 6, run 2), f16: 311 / 326 / 332
@@ -216,13 +223,10 @@ pub fn default_variant_for_shape(
     // - D64 from S 4k: round 6, run 1, fp8kv_f16, 287 / 331 TFLOPS at S 4k / 16k against
     //   272 / 298 for m128.n64; round 8, run 30, the FP8-KV streams, 312 / 336 against 296 /
     //   313 for the 128-row one; at S 1k 200 against 217 (round 6).
-    // - D128 from S 1k, since the causal warp skip (round 7, run 26): round 8, fp8kv_f16 /
-    //   fp8kv_bf16 against m128.n32, S 1k 245 / 238 against 242 / 233 (runs 30, 31), S 2k
-    //   287 / 281 against 277 / 268, S 512 188 / 183 against 192 / 186 (run 34).
+    // - D128: the causal default is a 256-row tile itself (paired rows, round 9).
     let hopper_kv8 =
         arch_class(arch) == ArchClass::Hopper && precision.kv_is_8bit() && head_dim <= 128;
-    let from = if head_dim == 128 { 1024 } else { 4096 };
-    if causal && hopper_kv8 && shape.seq_q >= from {
+    if causal && hopper_kv8 && head_dim == 64 && shape.seq_q >= 4096 {
         base = default_variant(arch, precision, head_dim, false);
     }
     // D128, 8-bit K/V, non-causal below S 2k: the stream variant of the 256-row tile, whose
@@ -297,6 +301,11 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // shared decode made 8-bit K/V as fast as fp16 but whose per-tile barrier cost ~10 %.
     out.push((v(KV8_D64), d64_kv8));
     out.push((v(KV8_D128), d128_kv8));
+    // Round 9: paired rows (each warp owns a top and a bottom m16 fragment, so the causal
+    // diagonal's work is spread evenly over the warps): the D128 8-bit causal default, and
+    // the 16-bit D128 default's tile with them (measured 0.7-2 % slower, kept for the knob).
+    out.push((v(KV8_D128_CAUSAL), d128_kv8));
+    out.push((v("portable.m128.n64.w4.s2.b2.cthrelx"), d128_16bit));
     // Round 8 (sm_90a only): persistent decoupled sync, one K/V stream per block across its
     // work tiles, so a work tile's prologue and tail overlap its neighbours'.
     out.push((v(KV8_STREAM_D128), d128_kv8));
@@ -443,7 +452,8 @@ mod tests {
         };
         let got = default_variant_for_shape(Arch::Sm90a, Precision::F16, &big, false, 132);
         assert_eq!(got, default_variant(Arch::Sm90a, Precision::F16, 64, false));
-        // 8-bit K/V causal on Hopper: the 256-row tile from S 4k at D64, from S 1k at D128.
+        // 8-bit K/V causal on Hopper: the 256-row tile from S 4k at D64; at D128 the paired
+        // 256-row tile at every length.
         for (d, heads) in [(64usize, 32usize), (128, 16)] {
             let short = AttnShape {
                 heads_q: heads,
@@ -459,11 +469,16 @@ mod tests {
             };
             let p = Precision::Fp8KvF16;
             let at = |s: &AttnShape| default_variant_for_shape(Arch::Sm90a, p, s, true, 132);
-            let below = if d == 64 { &short } else { &s512_of(&short) };
-            assert_eq!(at(below), default_variant(Arch::Sm90a, p, d as u32, true));
+            assert_eq!(at(&short), default_variant(Arch::Sm90a, p, d as u32, true));
             assert_eq!(at(&short).tile_m, if d == 64 { 128 } else { 256 });
-            assert_eq!(at(&s512_of(&short)).tile_m, 128);
-            assert_eq!(at(&long), default_variant(Arch::Sm90a, p, d as u32, false));
+            assert_eq!(at(&s512_of(&short)).tile_m, if d == 64 { 128 } else { 256 });
+            assert_eq!(at(&short).paired_rows, d == 128);
+            assert_eq!(at(&long).paired_rows, d == 128);
+            let unpaired = Variant {
+                paired_rows: false,
+                ..at(&long)
+            };
+            assert_eq!(unpaired, default_variant(Arch::Sm90a, p, d as u32, false));
             assert_eq!(at(&long).sync, SyncPolicy::Decoupled);
             // Round 8: FP8-KV at D64 streams (persistent decoupled) at every length; at D128
             // only non-causal below S 2k.
@@ -489,6 +504,7 @@ mod tests {
         assert!(both(&|v| v.tc_pv));
         assert!(both(&|v| v.warp_spec));
         assert!(both(&|v| v.persistent));
+        assert!(both(&|v| v.paired_rows));
         assert!(both(&|v| v.fast_exp));
         assert!(both(&|v| v.sync == SyncPolicy::Light));
         assert!(both(&|v| v.sync == SyncPolicy::Decoupled));
