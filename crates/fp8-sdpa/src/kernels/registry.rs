@@ -150,8 +150,9 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
         // blocks): 238 at S 1k against 229 for the 256-row stream and 217 for m128.n64.
         (ArchClass::Hopper, 64) if fp8kv && !causal => KV8_STREAM_D64,
         (ArchClass::Hopper, 64) if fp8kv => KV8_STREAM_D64_SMALL,
-        // 8-bit K/V, non-causal (causal from S 4k, see default_variant_for_shape): 8 warps x
-        // 32 rows, so decoding a K/V tile is shared by 256 rows instead of 128, with
+        // 8-bit K/V, non-causal (and causal from S 4k at D64, from S 2k at D128: see
+        // default_variant_for_shape): 8 warps x 32 rows, so decoding a K/V tile is shared by
+        // 256 rows instead of 128, with
         // decoupled sync, so the 8 warps are not held in step by a barrier per tile; one block
         // per SM. D64: 128 keys per copy in two 64-key half steps (208 KB); measured on the
         // H100 (round 7, run 21), full fp8: 268 / 323 / 342 TFLOPS at S 1k / 4k / 16k against
@@ -160,10 +161,11 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
         // against 296 / 337 / 354 for m128.n32 in the same run.
         (ArchClass::Hopper, 64) if kv8 && !causal => KV8_D64,
         (ArchClass::Hopper, 128) if kv8 && !causal => KV8_D128,
-        // Causal: the same tile with paired rows, at every length. Measured on the H100 (round
-        // 9, run 36-37, against the unpaired tile and m128.n32, the S 512 default before):
-        // fp8kv_f16 S 512 192.6 / 185.6 / 191.6 TFLOPS, S 1k 247.4 / 242.9 / 242.5, S 2k 287.6
-        // / 285.7 / 277.2; full fp8 S 512 160.0 / 153.6 / 159.6.
+        // Causal below S 2k (see default_variant_for_shape): the same tile with paired rows.
+        // Measured on the H100 (round 9, runs 36-37, against the unpaired tile and m128.n32,
+        // the S 512 default before): fp8kv_f16 S 512 192.6 / 185.6 / 191.6 TFLOPS, S 1k 247.4
+        // / 242.9 / 242.5; fp8kv_bf16 S 512 187.1 / 182.9 / 185.4; full fp8 S 512 160.0 /
+        // 153.6 / 159.6.
         (ArchClass::Hopper, 128) if kv8 => KV8_D128_CAUSAL,
         // 4 warps x 32 rows, 128 keys per copy and barrier computed in two 64-key half steps
         // (the full 128-key score tile spills); 80 KB, two blocks per SM, which only sm_90a's
@@ -223,10 +225,14 @@ pub fn default_variant_for_shape(
     // - D64 from S 4k: round 6, run 1, fp8kv_f16, 287 / 331 TFLOPS at S 4k / 16k against
     //   272 / 298 for m128.n64; round 8, run 30, the FP8-KV streams, 312 / 336 against 296 /
     //   313 for the 128-row one; at S 1k 200 against 217 (round 6).
-    // - D128: the causal default is a 256-row tile itself (paired rows, round 9).
+    // - D128 from S 2k: the causal default is the same 256-row tile with paired rows, which
+    //   wins below S 2k and loses 1-3 % per tile from S 4k (round 9, run 40, unpaired against
+    //   paired, fp8kv_f16 / fp8kv_bf16: S 4k 319 / 312 against 317 / 303, S 16k 360 / 350
+    //   against 353 / 342).
     let hopper_kv8 =
         arch_class(arch) == ArchClass::Hopper && precision.kv_is_8bit() && head_dim <= 128;
-    if causal && hopper_kv8 && head_dim == 64 && shape.seq_q >= 4096 {
+    let from = if head_dim == 128 { 2048 } else { 4096 };
+    if causal && hopper_kv8 && shape.seq_q >= from {
         base = default_variant(arch, precision, head_dim, false);
     }
     // D128, 8-bit K/V, non-causal below S 2k: the stream variant of the 256-row tile, whose
@@ -453,7 +459,7 @@ mod tests {
         let got = default_variant_for_shape(Arch::Sm90a, Precision::F16, &big, false, 132);
         assert_eq!(got, default_variant(Arch::Sm90a, Precision::F16, 64, false));
         // 8-bit K/V causal on Hopper: the 256-row tile from S 4k at D64; at D128 the paired
-        // 256-row tile at every length.
+        // 256-row tile below S 2k and the unpaired one from there.
         for (d, heads) in [(64usize, 32usize), (128, 16)] {
             let short = AttnShape {
                 heads_q: heads,
@@ -473,12 +479,8 @@ mod tests {
             assert_eq!(at(&short).tile_m, if d == 64 { 128 } else { 256 });
             assert_eq!(at(&s512_of(&short)).tile_m, if d == 64 { 128 } else { 256 });
             assert_eq!(at(&short).paired_rows, d == 128);
-            assert_eq!(at(&long).paired_rows, d == 128);
-            let unpaired = Variant {
-                paired_rows: false,
-                ..at(&long)
-            };
-            assert_eq!(unpaired, default_variant(Arch::Sm90a, p, d as u32, false));
+            assert!(!at(&long).paired_rows);
+            assert_eq!(at(&long), default_variant(Arch::Sm90a, p, d as u32, false));
             assert_eq!(at(&long).sync, SyncPolicy::Decoupled);
             // Round 8: FP8-KV at D64 streams (persistent decoupled) at every length; at D128
             // only non-causal below S 2k.
