@@ -125,7 +125,9 @@ pub struct Variant {
     /// Paired rows (portable, 32 rows per warp): warp w owns the m16 row fragments w and
     /// 2·warps − 1 − w of the block, so that under causal every warp has the same share of
     /// the diagonal, and a key step that masks a warp's first fragment computes the second
-    /// alone. Acts where the causal warp skip does (light or decoupled sync).
+    /// alone. Acts where the causal warp skip does (light or decoupled sync). Absent in JSON
+    /// written before the knob existed, and then off.
+    #[serde(default)]
     pub paired_rows: bool,
     /// Persistent blocks looping over a tile queue (else one block per tile); with decoupled
     /// sync, one K/V stream per block across its work tiles.
@@ -722,6 +724,15 @@ mod tests {
         assert_eq!(d.len(), 22);
         assert!(d.contains(&("SDPA_Q_T".into(), "e4m3_t".into())));
         assert!(d.contains(&("SDPA_O_T".into(), "bf16_t".into())));
+    }
+
+    #[test]
+    fn json_without_paired_rows_parses_as_unpaired() {
+        let v: Variant = "portable.m256.n32.w8.s4.b1.ctedx".parse().unwrap();
+        let mut j = serde_json::to_value(v).unwrap();
+        j.as_object_mut().unwrap().remove("paired_rows").unwrap();
+        let back: Variant = serde_json::from_value(j).unwrap();
+        assert_eq!(back, v);
     }
 
     #[test]
