@@ -861,9 +861,9 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             // Causal: a step whose first key lies past the limit of the warp's last row is
             // masked for every row of the warp, and so a no-op (p = 0; m, l and O unchanged).
             // The warp skips its mma and softmax, and the other warps on its scheduler get the
-            // issue slots. On the diagonal of a 256-row block that is 28 of 64 warp-steps.
-            // With paired rows the warp's last row is fragment 1's, and a step past fragment
-            // 0's last row computes fragment 1 alone (`half`).
+            // issue slots. On the diagonal of a 256-row block that is 28 of 64 warp-steps
+            // (unpaired). With paired rows the warp's last row is fragment 1's, and a step past
+            // fragment 0's last row computes fragment 1 alone (`half`).
             const bool skip = SKIP_MASKED && k0 > row_w + frag_off(warp, R - 1) + 15 + (p.seq_kv - p.seq_q);
             const bool half = PAIRED && SKIP_MASKED && k0 > row_w + 15 + (p.seq_kv - p.seq_q);
             if (PIPE_DECODE && c == 0) {
