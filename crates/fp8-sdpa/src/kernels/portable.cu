@@ -684,9 +684,11 @@ __device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, co
 
 // The compute steps of KV tile j of a work tile (16-bit K and V at sk, sv; Q buffer at byte
 // qoff of the Q area), for the stream. With the pipelined decode, the first step also decodes
-// ring slot `nslot` into staging buffer `nbuf` (the tile AHEAD tiles on). consume keeps its
-// own copy of this loop: calling this function from there changes ptxas's schedule of the
-// measured non-stream kernels (their SASS is identical to round 7's this way).
+// ring slot `nslot` into staging buffer `nbuf` (the tile AHEAD tiles on): unconditionally, so
+// that it stays in the softmax's basic block (past the last tile it decodes a ring slot no copy
+// is writing into a free staging buffer, which nothing reads). The stream has no causal warp
+// skip (see SKIP_MASKED), so every step is computed. consume keeps its own copy of this loop:
+// calling this function from there changes ptxas's schedule of the measured non-stream kernels.
 __device__ __forceinline__ void tile_steps(WarpState& ws, const Addrs& ad, u8* smem, u32 qoff, u32 sk, u32 sv, int j,
                                            bool masked, int row_w, int warp, int lane, float sl2,
                                            const SdpaParams& p, int tid, int nslot, int nbuf) {
@@ -694,18 +696,7 @@ __device__ __forceinline__ void tile_steps(WarpState& ws, const Addrs& ad, u8* s
     for (int c = 0; c < BN / CN; ++c) {
         const u32 ck = sk + c * CN * ROW16, cv = sv + c * CN * ROW16;
         const int k0 = j * BN + c * CN;
-        // Causal: a step whose first key lies past the limit of the warp's last row is
-        // masked for every row of the warp, and so a no-op (p = 0; m, l and O unchanged).
-        // The warp skips its mma and softmax, and the other warps on its scheduler get the
-        // issue slots. On the diagonal of a 256-row block that is 28 of 64 warp-steps.
-        const bool skip = SKIP_MASKED && k0 > row_w + 16 * R - 1 + (p.seq_kv - p.seq_q);
         if (PIPE_DECODE && c == 0) {
-            // Decode the tile AHEAD tiles on inside this tile's (first) softmax (see
-            // compute_tile). Unconditional, so that it stays in the softmax's basic block:
-            // past the last tile it decodes a ring slot no copy is writing (stale or
-            // unwritten bytes) into a free staging buffer, which nothing reads before a
-            // later prologue overwrites it (or ever, in the stream). A skipping warp still
-            // decodes its share.
             const auto decode_next = [&]() {
                 // Decoupled: the newest committed group is the tile STAGES on; the tile two on
                 // must have landed (this thread's copies: the only ones it decodes). Waiting
@@ -713,9 +704,8 @@ __device__ __forceinline__ void tile_steps(WarpState& ws, const Addrs& ad, u8* s
                 if constexpr (DECOUPLED) wait_groups<STAGES - 2>();
                 decode_kv_all(smem, nslot, nbuf, tid);
             };
-            if (skip) decode_next();
-            else compute_tile(ws, ad, smem, qoff, ck, cv, k0, masked, row_w, warp, lane, sl2, p, decode_next);
-        } else if (!skip) {
+            compute_tile(ws, ad, smem, qoff, ck, cv, k0, masked, row_w, warp, lane, sl2, p, decode_next);
+        } else {
             compute_tile(ws, ad, smem, qoff, ck, cv, k0, masked, row_w, warp, lane, sl2, p);
         }
     }
