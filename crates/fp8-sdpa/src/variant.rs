@@ -108,7 +108,9 @@ pub struct Variant {
     pub tile_n: u32,
     /// Warps per block, producers included.
     pub warps: u32,
-    /// Shared-memory pipeline depth for K/V tiles.
+    /// Shared-memory pipeline depth for K/V tiles. With 8-bit K/V, `cp_async` and tensor-core
+    /// P·V, one stage is the split decode's ring of one: a single 8-bit slot refilled half by
+    /// half while the next tile waits decoded in a second 16-bit staging pair.
     pub stages: u32,
     /// Load K/V with `cp.async` (else plain loads through registers).
     pub cp_async: bool,
@@ -525,11 +527,7 @@ impl KernelSpec {
         }
         let nt = v.threads();
         let ch8 = self.head_dim / 16;
-        let pair = 2 * ch8;
-        if !(v.tile_n * ch8).is_multiple_of(nt)
-            || !nt.is_multiple_of(pair)
-            || !(2 * nt / pair).is_multiple_of(8)
-        {
+        if !self.own_chunks_fit() {
             return Err(self.invalid(format!(
                 "decoupled sync deals a tile's {} chunks per K or V evenly over {nt} threads in \
                  row pairs; pick tile_n and warps so that {nt} divides {}",
@@ -538,6 +536,20 @@ impl KernelSpec {
             )));
         }
         Ok(())
+    }
+
+    /// Whether a K/V tile's 8-bit 16-byte chunks deal evenly over the computing threads in
+    /// pairs of rows (portable.cu's `OWN_FITS`), so that each thread can copy and decode its
+    /// own chunks (decoupled sync, split decode).
+    fn own_chunks_fit(&self) -> bool {
+        let v = &self.variant;
+        let nt = v.threads();
+        let ch8 = self.head_dim / 16;
+        let pair = 2 * ch8;
+        nt > 0
+            && (v.tile_n * ch8).is_multiple_of(nt)
+            && nt.is_multiple_of(pair)
+            && (2 * nt / pair).is_multiple_of(8)
     }
 
     /// The portable layout must fit the arch's opt-in shared memory.
@@ -564,7 +576,9 @@ impl KernelSpec {
                 // storage type (16-bit rows padded by 16 bytes unless swizzled, 8-bit rows
                 // dense); for 8-bit K/V the 16-bit K and V staging tiles they are decoded
                 // into (two pairs with the pipelined decode: no warp specialization,
-                // stages >= 2, head dim <= 128; four under decoupled sync); for the scalar P·V
+                // stages >= 2, head dim <= 128; four under decoupled sync; two with the split
+                // decode's ring of one: cp.async, one stage, tensor-core P·V, no half steps,
+                // chunks that deal evenly over the threads); for the scalar P·V
                 // baseline an fp32 P tile of tile_n + 4 columns; decoupled sync's mbarriers.
                 // Persistent decoupled sync keeps two Q tiles unless Q sits in registers.
                 let pad = if v.swizzle { 0 } else { 16 };
@@ -572,8 +586,15 @@ impl KernelSpec {
                 let kv8 = self.precision.kv_is_8bit();
                 let kv_tile = v.tile_n * if kv8 { d } else { row16 };
                 let pipe_decode = kv8 && !v.warp_spec && v.stages >= 2 && d <= 128;
+                let ring1 = kv8
+                    && !v.warp_spec
+                    && v.stages == 1
+                    && v.cp_async
+                    && v.tc_pv
+                    && !v.half_steps
+                    && self.own_chunks_fit();
                 let decoupled = v.sync == SyncPolicy::Decoupled;
-                let staging_bufs = match (kv8, pipe_decode, decoupled) {
+                let staging_bufs = match (kv8, pipe_decode || ring1, decoupled) {
                     (false, _, _) => 0,
                     (true, false, _) => 1,
                     (true, true, false) => 2,
@@ -625,6 +646,11 @@ impl KernelSpec {
             ("SDPA_SWIZZLE".into(), b(v.swizzle)),
             ("SDPA_MIN_BLOCKS".into(), v.min_blocks.to_string()),
             ("SDPA_HEAD_DIM".into(), self.head_dim.to_string()),
+            // portable.cu asserts its layout's total against this formula's.
+            (
+                "SDPA_SMEM_BYTES".into(),
+                self.dynamic_smem_bytes().to_string(),
+            ),
             ("SDPA_CAUSAL".into(), b(self.causal)),
             ("SDPA_Q_T".into(), p.q().cuda_type().into()),
             ("SDPA_KV_T".into(), p.kv().cuda_type().into()),
@@ -720,10 +746,30 @@ mod tests {
         let d = s.defines();
         let names: std::collections::HashSet<_> = d.iter().map(|(n, _)| n.clone()).collect();
         assert_eq!(names.len(), d.len(), "duplicate define");
-        // 16 variant fields + head dim + causal + 4 types.
-        assert_eq!(d.len(), 22);
+        // 16 variant fields + head dim + causal + 4 types, and the shared-memory total the
+        // portable kernel checks its layout against (derived, not a field).
+        assert_eq!(d.len(), 23);
         assert!(d.contains(&("SDPA_Q_T".into(), "e4m3_t".into())));
         assert!(d.contains(&("SDPA_O_T".into(), "bf16_t".into())));
+    }
+
+    #[test]
+    fn ring_of_one_takes_two_staging_pairs() {
+        // 8-bit K/V, cp.async, one stage, tensor-core P·V: Q + one 8-bit K/V slot + two 16-bit
+        // staging pairs. Without cp.async (the seeds' plain loads) one staging pair.
+        let spec = |key: &str, p: Precision| KernelSpec {
+            variant: key.parse().unwrap(),
+            precision: p,
+            head_dim: 256,
+            causal: false,
+        };
+        let (q, slot8, pair) = (128 * 512, 2 * 64 * 256, 2 * 64 * 512);
+        let ring1 = spec("portable.m128.n64.w8.s1.b1.ctelx", Precision::Fp8KvF16);
+        assert_eq!(ring1.dynamic_smem_bytes(), q + slot8 + 2 * pair);
+        let plain = spec("portable.m128.n64.w8.s1.b1.tlx", Precision::Fp8KvF16);
+        assert_eq!(plain.dynamic_smem_bytes(), q + slot8 + pair);
+        let f16 = spec("portable.m128.n64.w8.s1.b1.ctelx", Precision::F16);
+        assert_eq!(f16.dynamic_smem_bytes(), q + 2 * 64 * 512);
     }
 
     #[test]

@@ -101,10 +101,28 @@ constexpr int KV_TILE = BN * (KV8 ? D : ROW16);
 // computed: one barrier per tile, and one warp's decode overlaps the others' mma. D 256 keeps
 // one staging buffer (two would not fit sm_86/89's 99 KB at m64) and the two-barrier path.
 constexpr bool PIPE_DECODE = KV8 && !WS && STAGES >= 2 && D <= 128;
+// A K/V tile's 16-byte 8-bit chunks deal evenly over the computing threads in row pairs (see
+// OwnChunks), so that each thread can copy and decode its own chunks.
+constexpr int OWN_NT = CONSUMERS * 32, OWN_PER_KV = BN * CH8, OWN_PAIR = 2 * CH8;
+constexpr bool OWN_FITS = OWN_PER_KV % OWN_NT == 0 && OWN_NT % OWN_PAIR == 0 && (2 * OWN_NT / OWN_PAIR) % 8 == 0;
+// Split decode (8-bit K/V where the pipelined decode does not fit: D 256). K and V halves
+// are decoded in different phases of a tile by the threads that copied the chunks (as under
+// decoupled sync): a V half inside the tile's softmax, a K half inside its P·V, a chunk per
+// 16-key block between the mma. So the decode fills the softmax's latency and the mma stream
+// instead of running as a phase of its own between two barriers. Two forms:
+// - STAGES >= 2: one staging pair. Tile j's softmax decodes V of tile j, its P·V K of tile
+//   j + 1; two barriers per tile (K staged / V half free, then V staged / K half free).
+// - STAGES == 1 (RING1): two staging pairs and a single 8-bit ring slot whose K and V halves
+//   are refilled separately, as soon as this thread has decoded its chunks of them. Tile j
+//   decodes tile j + 1 (V in the softmax, K in P·V) into the other pair: one barrier per
+//   tile, and each half's copy has a whole tile to land. At D 256 that is 224 KB (Q 64,
+//   staging 128, ring 32), where two pairs beside a 2-deep ring (256 KB) do not fit.
+constexpr bool SPLIT_DECODE = KV8 && !WS && !PIPE_DECODE && CP_ASYNC && TC_PV && !HALF_STEPS && OWN_FITS;
+constexpr bool RING1 = SPLIT_DECODE && STAGES == 1;
 // Decoupled sync decodes tile j + 2 during tile j into one of four staging buffers, so that a
 // warp may run up to one tile ahead of the slowest (see consume).
 constexpr int AHEAD = DECOUPLED ? 2 : 1;
-constexpr int STG_BUFS = KV8 ? (DECOUPLED ? 4 : PIPE_DECODE ? 2 : 1) : 0;
+constexpr int STG_BUFS = KV8 ? (DECOUPLED ? 4 : (PIPE_DECODE || RING1) ? 2 : 1) : 0;
 constexpr int STG_BYTES = 2 * BN * ROW16;  // one 16-bit K and V staging pair
 constexpr int P_ROW = BN + 4;            // fp32 P rows of the scalar P·V path, padded
 
@@ -117,9 +135,11 @@ constexpr int OFF_STG = OFF_KV + STAGES * 2 * KV_TILE;         // 16-bit K, V (8
 constexpr int OFF_P = OFF_STG + STG_BUFS * STG_BYTES;           // scalar P·V only
 constexpr int OFF_MBAR = OFF_P + (TC_PV ? 0 : BM * P_ROW * 4);  // decoupled: DONE[buffer]
 constexpr int SMEM = OFF_MBAR + (DECOUPLED ? 8 * STG_BUFS : 0);
+static_assert(SMEM == SDPA_SMEM_BYTES, "shared-memory layout differs from KernelSpec::dynamic_smem_bytes()");
 
-// Named barrier ids (0 is __syncthreads): consumers only; FULL[s]; EMPTY[s].
-constexpr int BAR_CONSUMERS = 1, BAR_FULL = 2, BAR_EMPTY = 2 + STAGES;
+// Named barrier ids (0 is __syncthreads): consumers only (warp specialization) or the split
+// decode's second barrier (none); FULL[s]; EMPTY[s].
+constexpr int BAR_CONSUMERS = 1, BAR_SPLIT = 1, BAR_FULL = 2, BAR_EMPTY = 2 + STAGES;
 
 // Threshold rescale: the running row max (log2 units) moves only when a tile's max exceeds
 // it by more than this, so P stays <= 2^8.
@@ -325,9 +345,9 @@ __device__ __forceinline__ void decode_kv(u8* smem, int slot, int buf, int tid, 
 // rows are row0 plus compile-time steps, so all addresses after the first are immediates (the
 // generic mapping cost ~110 instructions per tile: selects and addressing).
 struct OwnChunks {
-    static constexpr int NT = CONSUMERS * 32, PER_KV = BN * CH8, PAIR = 2 * CH8;
-    static constexpr int COUNT = 2 * PER_KV / NT;  // chunks per thread per tile
-    static constexpr bool FITS = PER_KV % NT == 0 && NT % PAIR == 0 && (2 * NT / PAIR) % 8 == 0;
+    static constexpr int NT = OWN_NT, PER_KV = OWN_PER_KV, PAIR = OWN_PAIR;
+    static constexpr int COUNT = 2 * PER_KV / NT;  // chunks per thread per tile: K, then V
+    static constexpr bool FITS = OWN_FITS;
     int row0, ch;
     __device__ __forceinline__ explicit OwnChunks(int tid) {
         const int u = tid % PAIR, t = u & 3, half = (u >> 2) & 1, grp = u >> 3;
@@ -341,9 +361,34 @@ static_assert(!DECOUPLED || OwnChunks::FITS, "decoupled sync: a tile's chunks de
 #define OWN_WHICH(i) (((i) * OwnChunks::NT) / OwnChunks::PER_KV)
 #define OWN_DROW(i) (2 * ((((i) * OwnChunks::NT) % OwnChunks::PER_KV) / OwnChunks::PAIR))
 
+// A thread's own chunks of an 8-bit tile in a ring slot, and where their decoded halves go in
+// a staging pair: chunk i (OWN_WHICH, OWN_DROW) is at src + src_off(i), and its two 16-bit
+// chunks at d0 + dst_off(i) and d1 + dst_off(i).
+struct OwnDecode {
+    u32 s0, d0, d1;
+    __device__ __forceinline__ OwnDecode(u8* smem, int slot, int buf, const OwnChunks& oc) {
+        s0 = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE) + u32(oc.row0 * D + oc.ch * 16);
+        const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
+        d0 = dst + T16::off(oc.row0, 2 * oc.ch);
+        d1 = dst + T16::off(oc.row0, 2 * oc.ch + 1);
+    }
+    __device__ __forceinline__ u32x4 load(int i) const {
+        return lds16(s0 + u32(OWN_WHICH(i) * KV_TILE + OWN_DROW(i) * D));
+    }
+    __device__ __forceinline__ void store(int i, u32x4 in) const {
+        u32x4 a, b;
+        decode_kv16(in, a, b, OWN_WHICH(i) == 1);
+        const u32 o = u32(OWN_WHICH(i) * BN * ROW16 + OWN_DROW(i) * ROW16);
+        sts16(d0 + o, a);
+        sts16(d1 + o, b);
+    }
+};
+
 // decode_kv by all NT computing threads with a fixed trip count (no per-thread loop exit), so
 // that it can sit inside one basic block with the softmax (every registered pipelined spec:
-// 128 or 256 threads; other counts fall back to decode_kv).
+// 128 or 256 threads; other counts fall back to decode_kv). Chunks [I0, I1) of each thread:
+// all of them, or (split decode) the K half [0, COUNT / 2) or the V half.
+template <int I0 = 0, int I1 = OwnChunks::COUNT>
 __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int tid) {
     if constexpr (KV8 && OwnChunks::FITS) {
         const OwnChunks oc(tid);
@@ -352,7 +397,7 @@ __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int t
         const u32 s0 = src + u32(oc.row0 * D + oc.ch * 16);
         const u32 d0 = dst + T16::off(oc.row0, 2 * oc.ch), d1 = dst + T16::off(oc.row0, 2 * oc.ch + 1);
 #pragma unroll
-        for (int i = 0; i < OwnChunks::COUNT; ++i) {
+        for (int i = I0; i < I1; ++i) {
             const int which = OWN_WHICH(i), drow = OWN_DROW(i);
             const u32x4 in = lds16(s0 + u32(which * KV_TILE + drow * D));
             u32x4 a, b;
@@ -367,8 +412,10 @@ __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int t
     }
 }
 
-// Decoupled sync: this thread's own chunks of 8-bit K/V tile `j` into ring slot `slot` (the
-// chunks decode_kv_all reads). Rows past seq_kv are zero-filled, as in load_kv.
+// Decoupled sync and split decode: this thread's own chunks [I0, I1) of 8-bit K/V tile `j`
+// into ring slot `slot` (the chunks decode_kv_all reads). Rows past seq_kv are zero-filled,
+// as in load_kv.
+template <int I0 = 0, int I1 = OwnChunks::COUNT>
 __device__ __forceinline__ void load_kv_own(u8* smem, const SdpaParams& p, const u8* k, const u8* v, int j,
                                             int slot, const OwnChunks& oc) {
     if constexpr (KV8 && OwnChunks::FITS) {
@@ -378,7 +425,7 @@ __device__ __forceinline__ void load_kv_own(u8* smem, const SdpaParams& p, const
         const u8* kt = k + (long long)r0 * ks + oc.ch * 16;
         const u8* vt = v + (long long)r0 * vs + oc.ch * 16;
 #pragma unroll
-        for (int i = 0; i < OwnChunks::COUNT; ++i) {
+        for (int i = I0; i < I1; ++i) {
             const int which = OWN_WHICH(i), drow = OWN_DROW(i);
             const u8* src = which ? vt + drow * vs : kt + drow * ks;
             copy16(base + u32(which * KV_TILE + drow * D), src, r0 + drow < p.seq_kv);
@@ -478,11 +525,19 @@ struct Addrs {
 struct NoHook {
     __device__ __forceinline__ void operator()() const {}
 };
+// `hk` runs around P·V (the split decode of the next K tile goes there): pre() after the
+// softmax, pv_load(kc) before key block kc's mma and pv_store(kc, held) after them.
+struct NoStepHook {
+    struct Held {};
+    __device__ __forceinline__ void pre() const {}
+    __device__ __forceinline__ Held pv_load(int) const { return {}; }
+    __device__ __forceinline__ void pv_store(int, Held) const {}
+};
 // MI0 = 1 (paired rows): fragment 0 is masked for the whole step; only fragment 1 is computed.
-template <int MI0 = 0, typename Mid = NoHook>
+template <int MI0 = 0, typename Mid = NoHook, typename Hook = NoStepHook>
 __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8* smem, u32 qoff, u32 sk, u32 sv, int k0,
                                              bool masked, int row_w, int warp, int lane, float sl2,
-                                             const SdpaParams& p, const Mid& mid = Mid()) {
+                                             const SdpaParams& p, const Mid& mid = Mid(), const Hook& hk = Hook()) {
     static_assert(MI0 == 0 || (PAIRED && TC_PV), "a fragment is skipped only with paired rows");
     const u32 sq = smem_u32(smem + OFF_Q) + qoff;  // qoff: the Q buffer (persistent decoupled sync)
     const int g = lane >> 2, t = lane & 3;
@@ -585,6 +640,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
                 for (int e = 0; e < 4; ++e) ws.o[mi][dt][e] *= corr[mi][e >> 1];
     }
     step_sync();
+    hk.pre();
 
     // ---- O += P·V ----
     if constexpr (TC_PV) {
@@ -593,6 +649,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
         // a[2] = (g, 8+2t..) = s[2kc+1][0,1], a[3] = (g+8, 8+2t..) = s[2kc+1][2,3].
 #pragma unroll
         for (int kc = 0; kc < CN / 16; ++kc) {
+            const auto held = hk.pv_load(kc);
             u32 pa[R][4];
 #pragma unroll
             for (int mi = MI0; mi < R; ++mi) {
@@ -614,6 +671,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
                     Mma<pv_t>::run(ws.o[mi][2 * dp + 1], pa[mi], vb[2], vb[3]);
                 }
             }
+            hk.pv_store(kc, held);
         }
     } else {
         // Scalar baseline: this warp's fp32 P rows to shared memory, then each lane
@@ -723,6 +781,79 @@ struct Scales {
     }
 };
 
+// Split decode (see SPLIT_DECODE): this thread's share of tile j's decode work. Own chunks
+// [0, HALF) are K, [HALF, COUNT) V.
+// - v(), in tile j's softmax (compute_tile's `mid`): V of tile j (STAGES >= 2) or, RING1, of
+//   tile j + 1 into the other staging pair; RING1 then copies tile j + 2's V into the slot's V
+//   half (this thread copies only the chunks it decodes).
+// - pre(), pv_load(kc), pv_store(kc) (compute_tile's `hk`), around tile j's P·V: K of tile
+//   j + 1, chunk q riding in key block (q · BLOCKS) / HALF (loaded before the block's mma,
+//   decoded and stored after them). With STAGES >= 2, pre() is the tile's second barrier
+//   (every thread's V chunks of tile j are staged, and every warp is done with Q·Kᵀ, so the K
+//   half is free); it then copies tile j + STAGES into the slot tile j leaves. RING1 copies
+//   tile j + 2's K after the last block.
+// (Measured on the H100, round 10: the V half inside Q·Kᵀ instead of the softmax was 0.5-2 %
+// slower.) Past the last tile these decode a slot no copy is writing into a staging half
+// nothing reads again in this work tile (unconditional, so that they stay in the softmax's and
+// P·V's basic blocks).
+struct SplitDecode {
+    static constexpr int HALF = OwnChunks::COUNT / 2, BLOCKS = CN / 16;
+    struct Held {
+        u32x4 in[HALF > 0 ? HALF : 1];
+    };
+    u8* smem;
+    const SdpaParams& p;
+    const Work& w;
+    const OwnChunks& oc;
+    int j, tid;
+    OwnDecode k_next;  // K of tile j + 1: ring slot -> staging pair
+    __device__ __forceinline__ SplitDecode(u8* smem_, const SdpaParams& p_, const Work& w_, const OwnChunks& oc_, int j_,
+                                           int tid_)
+        : smem(smem_), p(p_), w(w_), oc(oc_), j(j_), tid(tid_),
+          k_next(smem_, RING1 ? 0 : (j_ + 1) % STAGES, RING1 ? (j_ + 1) % 2 : 0, oc_) {}
+    // RING1's commit groups run ..., V(j + 1), K(j + 1), V(j + 2), K(j + 2), ...: each half
+    // waits for its own group with the other half's newest still in flight.
+    __device__ __forceinline__ void v() const {
+        if constexpr (RING1) {
+            wait_groups<1>();
+            decode_kv_all<HALF>(smem, 0, (j + 1) % 2, tid);
+            if (j + 2 < w.n_tiles) load_kv_own<HALF>(smem, p, w.k, w.v, j + 2, 0, oc);
+            commit();
+        } else {
+            decode_kv_all<HALF>(smem, j % STAGES, 0, tid);
+        }
+    }
+    __device__ __forceinline__ void pre() const {
+        if constexpr (RING1) {
+            wait_groups<1>();
+        } else {
+            // Warps that skip a causal step meet this barrier outside compute_tile: so not
+            // __syncthreads (bar.sync is .aligned: one instruction for the whole block).
+            bar_sync_unaligned(BAR_SPLIT, CONSUMERS * 32);
+            if (j + STAGES < w.n_tiles) load_kv_own(smem, p, w.k, w.v, j + STAGES, j % STAGES, oc);
+            commit();
+            wait_groups<STAGES - 1>();  // groups: Q, tiles 0 .. j + STAGES; tile j + 1 landed
+        }
+    }
+    __device__ __forceinline__ static bool rides(int q, int kc) { return q * BLOCKS / HALF == kc; }
+    __device__ __forceinline__ Held pv_load(int kc) const {
+        Held h;
+#pragma unroll
+        for (int q = 0; q < HALF; ++q)
+            if (rides(q, kc)) h.in[q] = k_next.load(q);
+        return h;
+    }
+    __device__ __forceinline__ void pv_store(int kc, const Held& h) const {
+#pragma unroll
+        for (int q = 0; q < HALF; ++q)
+            if (rides(q, kc)) k_next.store(q, h.in[q]);
+        if (RING1 && kc == BLOCKS - 1) {
+            if (j + 2 < w.n_tiles) load_kv_own<0, HALF>(smem, p, w.k, w.v, j + 2, 0, oc);
+            commit();
+        }
+    }
+};
+
 // The computing warps' side of one work tile.
 __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Work& w, int& it) {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -761,6 +892,15 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             commit();
         }
         wait_groups<STAGES - 1>();  // Q and tile 0 landed
+    } else if constexpr (SPLIT_DECODE) {
+        // Every slot, this thread's own chunks: tiles 0..STAGES-1 (tile j + STAGES is issued
+        // once this thread has decoded its chunks of tile j; RING1: tile 0).
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            if (s < w.n_tiles) load_kv_own(smem, p, w.k, w.v, s, s, oc);
+            commit();
+        }
+        wait_groups<STAGES - 1>();  // Q and tile 0 landed
     } else if constexpr (!WS) {
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
@@ -784,6 +924,18 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         consumer_sync();
     } else if constexpr (PIPE_DECODE) {
         if (w.n_tiles > 0) decode_kv(smem, 0, 0, tid, NT);  // visible after the loop's first barrier
+    } else if constexpr (RING1) {
+        // Tile 0 whole to staging pair 0 (visible after the loop's first barrier), then the
+        // slot's halves refill with tile 1, V first (SplitDecode's group order).
+        if (w.n_tiles > 0) {
+            decode_kv_all(smem, 0, 0, tid);
+            if (w.n_tiles > 1) load_kv_own<SplitDecode::HALF>(smem, p, w.k, w.v, 1, 0, oc);
+            commit();
+            if (w.n_tiles > 1) load_kv_own<0, SplitDecode::HALF>(smem, p, w.k, w.v, 1, 0, oc);
+            commit();
+        }
+    } else if constexpr (SPLIT_DECODE) {
+        if (w.n_tiles > 0) decode_kv_all<0, SplitDecode::HALF>(smem, 0, 0, tid);  // K of tile 0, likewise
     }
 
     const u32 stg = smem_u32(smem + OFF_STG);
@@ -816,7 +968,12 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
                                                      // finished the previous tile
         } else {
             slot = j % STAGES;
-            if constexpr (STAGES == 1) {
+            if constexpr (SPLIT_DECODE) {
+                // K of tile j is staged (decoded during tile j - 1; RING1: V too), and every
+                // warp is done with tile j - 1, so the V half (RING1: the other staging pair)
+                // is free. (Copies: see SplitDecode.)
+                consumer_sync();
+            } else if constexpr (STAGES == 1) {
                 load_kv<NT>(smem, p, w, j, 0, tid);
                 commit();
                 wait_groups<0>();
@@ -832,6 +989,9 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         u32 sk, sv;
         if constexpr (PIPE_DECODE) {
             sk = stg + (j % STG_BUFS) * STG_BYTES;
+            sv = sk + BN * ROW16;
+        } else if constexpr (SPLIT_DECODE) {
+            sk = stg + (RING1 ? (j % 2) * STG_BYTES : 0);
             sv = sk + BN * ROW16;
         } else if constexpr (KV8) {
             decode_kv(smem, slot, 0, tid, NT);
@@ -856,7 +1016,22 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             // fragment 0's last row computes fragment 1 alone (`half`).
             const bool skip = SKIP_MASKED && k0 > row_w + frag_off(warp, R - 1) + 15 + (p.seq_kv - p.seq_q);
             const bool half = PAIRED && SKIP_MASKED && k0 > row_w + 15 + (p.seq_kv - p.seq_q);
-            if (PIPE_DECODE && c == 0) {
+            if constexpr (SPLIT_DECODE) {
+                // V inside the softmax, K inside P·V. A skipping warp still decodes (and
+                // copies) its chunks, and meets the barrier between them.
+                const SplitDecode hk(smem, p, w, oc, j, tid);
+                const auto decode_v = [&]() { hk.v(); };
+                if (skip) {
+                    decode_v();
+                    hk.pre();
+#pragma unroll
+                    for (int kc = 0; kc < CN / 16; ++kc) hk.pv_store(kc, hk.pv_load(kc));
+                } else if (half) {
+                    compute_tile<PAIRED ? 1 : 0>(ws, ad, smem, 0, ck, cv, k0, masked, row_w, warp, lane, sl2, p, decode_v, hk);
+                } else {
+                    compute_tile(ws, ad, smem, 0, ck, cv, k0, masked, row_w, warp, lane, sl2, p, decode_v, hk);
+                }
+            } else if (PIPE_DECODE && c == 0) {
                 // Decode tile j + AHEAD inside tile j's (first) softmax (see compute_tile).
                 // Unconditional, so that it stays in the softmax's basic block: past the last
                 // tile it decodes a ring slot no copy is writing (stale or unwritten bytes)
@@ -880,7 +1055,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         }
         if constexpr (WS && !KV8) bar_arrive(BAR_EMPTY + slot, WARPS * 32);
         if constexpr (DECOUPLED) mbar_arrive(done_bar + 8 * (j % STG_BUFS));  // done with tile j
-        if constexpr (!WS && STAGES == 1) __syncthreads();  // slot 0 is refilled next
+        if constexpr (!WS && STAGES == 1 && !RING1) __syncthreads();  // slot 0 is refilled next
     }
     wait_groups<0>();
     write_out(ws, p, w, row_w, warp, lane, v_ds);

@@ -227,6 +227,12 @@ __device__ __forceinline__ void bar_sync(int id, int n) {
 __device__ __forceinline__ void bar_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(n) : "memory");
 }
+// bar.sync is barrier.sync.aligned: every thread must execute the same instruction. Without
+// .aligned, threads may arrive from different call sites (warps on different branches, each
+// with its own copy), at some cost in speed.
+__device__ __forceinline__ void bar_sync_unaligned(int id, int n) {
+    asm volatile("barrier.sync %0, %1;" :: "r"(id), "r"(n) : "memory");
+}
 
 // ---- mbarriers (sm_80+) ---------------------------------------------------------------------
 // A 64-bit shared-memory object counting arrivals per phase: mbarrier.init sets the expected

@@ -70,6 +70,9 @@ const KV8_D64_ROUND6: &str = "portable.m256.n128.w8.s2.b1.ctelx";
 const KV8_STREAM_D128: &str = "portable.m256.n32.w8.s4.b1.ctpedx";
 const KV8_STREAM_D64: &str = "portable.m256.n128.w8.s3.b1.cthpedx";
 const KV8_STREAM_D64_SMALL: &str = "portable.m128.n64.w4.s3.b2.ctpedx";
+/// Round 10, 8-bit K/V at D256 on Hopper: FA2's D256 tile with the split decode's ring of one
+/// (a single 8-bit slot, two staging pairs, one barrier per tile; 224 KB).
+const KV8_D256: &str = "portable.m128.n64.w8.s1.b1.ctelx";
 
 /// Which problem classes (precision, head dim) a registered variant is compiled for.
 pub type Serves = fn(Precision, u32) -> bool;
@@ -102,6 +105,9 @@ fn d64_kv8(p: Precision, d: u32) -> bool {
 }
 fn d128_kv8(p: Precision, d: u32) -> bool {
     d == 128 && p.kv_is_8bit()
+}
+fn d256_kv8(p: Precision, d: u32) -> bool {
+    d == 256 && p.kv_is_8bit()
 }
 fn d128_16bit(p: Precision, d: u32) -> bool {
     d == 128 && matches!(p, Precision::F16 | Precision::Bf16)
@@ -189,6 +195,11 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
         (_, 128) => "portable.m128.n32.w4.s2.b2.ctelx",
         // sm_86/89 (99 KB per block): 4 warps x 16 rows, 32 keys per step, 96 KB.
         (ArchClass::SmallSmem, _) => "portable.m64.n32.w4.s2.b1.ctelx",
+        // sm_90a, 8-bit K/V: the same tile with the split decode's ring of one (224 KB).
+        // Measured on the H100 (round 10, run 46), fp8kv_f16 S 1k / 4k / 16k: 268 / 304 /
+        // 317 TFLOPS against 256 / 287 / 299 for the 2-stage split decode and 245 / 271 / 280
+        // for round 9's serial decode (run 45); the f16 tile's 299 / 330 / 343.
+        (ArchClass::Hopper, 256) if kv8 => KV8_D256,
         // sm_90a: 64 keys per step (FA2's D256 tile), 192 KB of shared memory, which only
         // Hopper's 227 KB opt-in holds. Measured on the H100 (run 9): 279 / 312 / 322 TFLOPS at
         // S 1k / 4k / 16k against 236 / 262 / 268 for the 32-key tile and FA2's 309 / 312 / 308.
@@ -289,6 +300,9 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v("portable.m128.n64.w8.s2.b1.ctelx"), d128_256));
     out.push((v("portable.m128.n32.w8.s2.b1.ctelx"), d256));
     out.push((v("portable.m64.n32.w4.s2.b1.ctelx"), d256));
+    // Round 10, the Hopper D256 8-bit default: the split decode's ring of one (sm_90a only,
+    // by its 224 KB).
+    out.push((v(KV8_D256), d256_kv8));
     // Knob coverage (each knob on and off at least once; see docs/perf-notes.md).
     // cp.async off (plain loads through registers, 1 stage), accurate exp2.
     out.push((v("portable.m64.n32.w4.s1.b1.tlx"), all));
@@ -359,7 +373,7 @@ mod tests {
         // check and verify stay a manageable size per arch.
         for a in [Arch::Sm80, Arch::Sm90a] {
             assert!(
-                registered_for(a).len() <= 392,
+                registered_for(a).len() <= 400,
                 "{a}: {}",
                 registered_for(a).len()
             );
@@ -385,6 +399,35 @@ mod tests {
                         assert!(reg.contains(&spec), "default {} not registered", spec.key());
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn hopper_d256_8bit_default_is_the_ring_of_one() {
+        // 8-bit K/V at D256 on sm_90a: one 8-bit slot with two staging pairs (Q 64 KB +
+        // staging 128 KB + ring 32 KB); 16-bit K/V keep the 2-stage tile (192 KB).
+        for p in Precision::ALL {
+            for causal in [false, true] {
+                let v = default_variant(Arch::Sm90a, p, 256, causal);
+                let spec = KernelSpec {
+                    variant: v.clone(),
+                    precision: p,
+                    head_dim: 256,
+                    causal,
+                };
+                let (stages, smem) = if p.kv_is_8bit() {
+                    (1, 229_376)
+                } else {
+                    (2, 196_608)
+                };
+                assert_eq!(
+                    (v.tile_m, v.tile_n, v.stages),
+                    (128, 64, stages),
+                    "{}",
+                    spec.key()
+                );
+                assert_eq!(spec.dynamic_smem_bytes(), smem, "{}", spec.key());
             }
         }
     }
