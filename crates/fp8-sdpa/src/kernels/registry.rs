@@ -411,7 +411,7 @@ mod tests {
             for causal in [false, true] {
                 let v = default_variant(Arch::Sm90a, p, 256, causal);
                 let spec = KernelSpec {
-                    variant: v.clone(),
+                    variant: v,
                     precision: p,
                     head_dim: 256,
                     causal,
