@@ -108,9 +108,9 @@ pub struct Variant {
     pub tile_n: u32,
     /// Warps per block, producers included.
     pub warps: u32,
-    /// Shared-memory pipeline depth for K/V tiles. With 8-bit K/V, `cp_async` and tensor-core
-    /// P·V, one stage is the split decode's ring of one: a single 8-bit slot refilled half by
-    /// half while the next tile waits decoded in a second 16-bit staging pair.
+    /// Shared-memory pipeline depth for K/V tiles. With 8-bit K/V at head dim 256, `cp_async`
+    /// and tensor-core P·V, one stage is the split decode's ring of one: a single 8-bit slot
+    /// refilled half by half while the next tile waits decoded in a second 16-bit staging pair.
     pub stages: u32,
     /// Load K/V with `cp.async` (else plain loads through registers).
     pub cp_async: bool,
@@ -547,6 +547,7 @@ impl KernelSpec {
         let ch8 = self.head_dim / 16;
         let pair = 2 * ch8;
         nt > 0
+            && pair > 0
             && (v.tile_n * ch8).is_multiple_of(nt)
             && nt.is_multiple_of(pair)
             && (2 * nt / pair).is_multiple_of(8)
@@ -577,8 +578,8 @@ impl KernelSpec {
                 // dense); for 8-bit K/V the 16-bit K and V staging tiles they are decoded
                 // into (two pairs with the pipelined decode: no warp specialization,
                 // stages >= 2, head dim <= 128; four under decoupled sync; two with the split
-                // decode's ring of one: cp.async, one stage, tensor-core P·V, no half steps,
-                // chunks that deal evenly over the threads); for the scalar P·V
+                // decode's ring of one: head dim 256, cp.async, one stage, tensor-core P·V, no
+                // half steps, chunks that deal evenly over the threads); for the scalar P·V
                 // baseline an fp32 P tile of tile_n + 4 columns; decoupled sync's mbarriers.
                 // Persistent decoupled sync keeps two Q tiles unless Q sits in registers.
                 let pad = if v.swizzle { 0 } else { 16 };
@@ -587,6 +588,7 @@ impl KernelSpec {
                 let kv_tile = v.tile_n * if kv8 { d } else { row16 };
                 let pipe_decode = kv8 && !v.warp_spec && v.stages >= 2 && d <= 128;
                 let ring1 = kv8
+                    && d == 256
                     && !v.warp_spec
                     && v.stages == 1
                     && v.cp_async
@@ -611,7 +613,7 @@ impl KernelSpec {
                 // Persistent decoupled sync double-buffers Q (the next work tile's is copied
                 // while the current one runs), except where Q sits in registers: 16 rows per
                 // computing warp up to D128, and D64 (portable.cu's Q_IN_REGS).
-                let rows_per_warp = v.tile_m / (v.warps - v.producer_warps).max(1);
+                let rows_per_warp = v.tile_m / v.warps.saturating_sub(v.producer_warps).max(1);
                 let q_in_regs = (rows_per_warp == 16 && d <= 128) || d == 64;
                 let q_bufs = if decoupled && v.persistent && !q_in_regs {
                     2
@@ -755,14 +757,21 @@ mod tests {
 
     #[test]
     fn ring_of_one_takes_two_staging_pairs() {
-        // 8-bit K/V, cp.async, one stage, tensor-core P·V: Q + one 8-bit K/V slot + two 16-bit
-        // staging pairs. Without cp.async (the seeds' plain loads) one staging pair.
-        let spec = |key: &str, p: Precision| KernelSpec {
+        // 8-bit K/V at D256, cp.async, one stage, tensor-core P·V: Q + one 8-bit K/V slot +
+        // two 16-bit staging pairs. Without cp.async (the seeds' plain loads), or below D256
+        // (the serial decode), one staging pair.
+        let spec_d = |key: &str, p: Precision, head_dim: u32| KernelSpec {
             variant: key.parse().unwrap(),
             precision: p,
-            head_dim: 256,
+            head_dim,
             causal: false,
         };
+        let spec = |key: &str, p: Precision| spec_d(key, p, 256);
+        let d128 = spec_d("portable.m128.n64.w8.s1.b1.ctelx", Precision::Fp8KvF16, 128);
+        assert_eq!(
+            d128.dynamic_smem_bytes(),
+            128 * 256 + 2 * 64 * 128 + 2 * 64 * 256
+        );
         let (q, slot8, pair) = (128 * 512, 2 * 64 * 256, 2 * 64 * 512);
         let ring1 = spec("portable.m128.n64.w8.s1.b1.ctelx", Precision::Fp8KvF16);
         assert_eq!(ring1.dynamic_smem_bytes(), q + slot8 + 2 * pair);

@@ -112,13 +112,15 @@ constexpr bool OWN_FITS = OWN_PER_KV % OWN_NT == 0 && OWN_NT % OWN_PAIR == 0 && 
 // instead of running as a phase of its own between two barriers. Two forms:
 // - STAGES >= 2: one staging pair. Tile j's softmax decodes V of tile j, its P·V K of tile
 //   j + 1; two barriers per tile (K staged / V half free, then V staged / K half free).
-// - STAGES == 1 (RING1): two staging pairs and a single 8-bit ring slot whose K and V halves
-//   are refilled separately, as soon as this thread has decoded its chunks of them. Tile j
-//   decodes tile j + 1 (V in the softmax, K in P·V) into the other pair: one barrier per
-//   tile, and each half's copy has a whole tile to land. At D 256 that is 224 KB (Q 64,
-//   staging 128, ring 32), where two pairs beside a 2-deep ring (256 KB) do not fit.
-constexpr bool SPLIT_DECODE = KV8 && !WS && !PIPE_DECODE && CP_ASYNC && TC_PV && !HALF_STEPS && OWN_FITS;
-constexpr bool RING1 = SPLIT_DECODE && STAGES == 1;
+// - STAGES == 1 at D 256 (RING1): two staging pairs and a single 8-bit ring slot whose K and
+//   V halves are refilled separately, as soon as this thread has decoded its chunks of them.
+//   Tile j decodes tile j + 1 (V in the softmax, K in P·V) into the other pair: one barrier
+//   per tile, and each half's copy has a whole tile to land. That is 224 KB (Q 64, staging
+//   128, ring 32), where two pairs beside a 2-deep ring (256 KB) do not fit. (Below D 256 the
+//   pipelined decode does this job; one stage there keeps the serial path.)
+constexpr bool SPLIT_BASE = KV8 && !WS && !PIPE_DECODE && CP_ASYNC && TC_PV && !HALF_STEPS && OWN_FITS;
+constexpr bool RING1 = SPLIT_BASE && STAGES == 1 && D == 256;
+constexpr bool SPLIT_DECODE = SPLIT_BASE && (STAGES >= 2 || RING1);
 // Decoupled sync decodes tile j + 2 during tile j into one of four staging buffers, so that a
 // warp may run up to one tile ahead of the slowest (see consume).
 constexpr int AHEAD = DECOUPLED ? 2 : 1;
@@ -457,6 +459,29 @@ __device__ __forceinline__ void load_q(u8* smem, const SdpaParams& p, const Work
             const bool valid = w.m0 + row < p.seq_q;
             const long long r = valid ? w.m0 + row : 0;
             copy16(base + T16::off(row, ch), q + r * qs + ch * 16, valid);
+        }
+    } else if constexpr (D >= 128 && NTH % CH8 == 0 && (BM * CH8) % NTH == 0) {
+        // 8-bit Q, fixed chunk column per thread, and every load issued before the first
+        // decode: the loop below waits out one global load per chunk (PER of them per thread,
+        // 8 at D128 and D256), since its stores order the next iteration's load behind them.
+        // Not at D64, where the 256-row 128-key tile then spilled (its loop at 255 registers).
+        constexpr int RS = NTH / CH8, PER = BM * CH8 / NTH;
+        const int row0 = tid / CH8, ch = tid % CH8;
+        const u8* src = q + (long long)(w.m0 + row0) * qs + ch * 16;
+        u32x4 in[PER];
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            in[i] = u32x4{0u, 0u, 0u, 0u};
+            if (w.m0 + row0 + i * RS < p.seq_q) in[i] = ldg16(src + i * RS * qs);
+        }
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            const int row = row0 + i * RS;
+            u32x4 a, b;
+            decode16<q_t, c_t>(in[i], a, b);
+            if (w.m0 + row >= p.seq_q) a = b = in[i];  // zeros (u8 code 0 decodes to -128)
+            sts16(base + T16::off(row, 2 * ch), a);
+            sts16(base + T16::off(row, 2 * ch + 1), b);
         }
     } else {
         for (int ci = tid; ci < BM * CH8; ci += NTH) {
@@ -835,7 +860,7 @@ struct SplitDecode {
             wait_groups<STAGES - 1>();  // groups: Q, tiles 0 .. j + STAGES; tile j + 1 landed
         }
     }
-    __device__ __forceinline__ static bool rides(int q, int kc) { return q * BLOCKS / HALF == kc; }
+    __device__ __forceinline__ static bool rides(int q, int kc) { return HALF > 0 && q * BLOCKS / (HALF > 0 ? HALF : 1) == kc; }
     __device__ __forceinline__ Held pv_load(int kc) const {
         Held h;
 #pragma unroll
