@@ -363,9 +363,11 @@ static_assert(!DECOUPLED || OwnChunks::FITS, "decoupled sync: a tile's chunks de
 #define OWN_WHICH(i) (((i) * OwnChunks::NT) / OwnChunks::PER_KV)
 #define OWN_DROW(i) (2 * ((((i) * OwnChunks::NT) % OwnChunks::PER_KV) / OwnChunks::PAIR))
 
-// A thread's own chunks of an 8-bit tile in a ring slot, and where their decoded halves go in
-// a staging pair: chunk i (OWN_WHICH, OWN_DROW) is at src + src_off(i), and its two 16-bit
-// chunks at d0 + dst_off(i) and d1 + dst_off(i).
+// A thread's own chunks of an 8-bit tile in a ring slot, one at a time: load(i) reads chunk i
+// (OWN_WHICH, OWN_DROW) from the slot, store(i, in) decodes it into its two 16-bit chunks of
+// a staging pair, so that the split decode can put an mma block between the two. (The same
+// steps as decode_kv_all's loop, which keeps its own copy: built on this helper, it changed
+// ptxas's schedule of two measured pipelined 8-bit specs.)
 struct OwnDecode {
     u32 s0, d0, d1;
     __device__ __forceinline__ OwnDecode(u8* smem, int slot, int buf, const OwnChunks& oc) {
@@ -861,7 +863,10 @@ struct SplitDecode {
             wait_groups<STAGES - 1>();  // groups: Q, tiles 0 .. j + STAGES; tile j + 1 landed
         }
     }
-    __device__ __forceinline__ static bool rides(int q, int kc) { return HALF > 0 && q * BLOCKS / (HALF > 0 ? HALF : 1) == kc; }
+    // Chunk q rides in block kc iff kc = floor(q · BLOCKS / HALF) (never when HALF is 0).
+    __device__ __forceinline__ static bool rides(int q, int kc) {
+        return kc * HALF <= q * BLOCKS && q * BLOCKS < (kc + 1) * HALF;
+    }
     __device__ __forceinline__ Held pv_load(int kc) const {
         Held h;
 #pragma unroll
@@ -899,31 +904,27 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     commit();
     const OwnChunks oc(tid);
     const u32 done_bar = smem_u32(smem + OFF_MBAR);  // decoupled: DONE[b] at + 8b
-    if constexpr (DECOUPLED) {
-        // Every slot, this thread's own chunks: tiles 0..STAGES-1.
-#pragma unroll
-        for (int s = 0; s < STAGES; ++s) {
-            if (s < w.n_tiles) load_kv_own(smem, p, w.k, w.v, s, s, oc);
-            commit();
-        }
-        wait_groups<STAGES - 2>();  // Q, tiles 0 and 1 landed
-        if (tid == 0)
-#pragma unroll
-            for (int b = 0; b < STG_BUFS; ++b) mbar_init(done_bar + 8 * b, NT);
-    } else if constexpr (PIPE_DECODE) {
-        // Every slot: tiles 0..STAGES-1 (tile j + STAGES is issued once tile j is decoded).
-#pragma unroll
-        for (int s = 0; s < STAGES; ++s) {
-            if (s < w.n_tiles) load_kv<NT>(smem, p, w, s, s, tid);
-            commit();
-        }
-        wait_groups<STAGES - 1>();  // Q and tile 0 landed
-    } else if constexpr (SPLIT_DECODE) {
+    if constexpr (DECOUPLED || SPLIT_DECODE) {
         // Every slot, this thread's own chunks: tiles 0..STAGES-1 (tile j + STAGES is issued
         // once this thread has decoded its chunks of tile j; RING1: tile 0).
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
             if (s < w.n_tiles) load_kv_own(smem, p, w.k, w.v, s, s, oc);
+            commit();
+        }
+        if constexpr (DECOUPLED) {
+            wait_groups<STAGES - 2>();  // Q, tiles 0 and 1 landed
+            if (tid == 0)
+#pragma unroll
+                for (int b = 0; b < STG_BUFS; ++b) mbar_init(done_bar + 8 * b, NT);
+        } else {
+            wait_groups<STAGES - 1>();  // Q and tile 0 landed
+        }
+    } else if constexpr (PIPE_DECODE) {
+        // Every slot: tiles 0..STAGES-1 (tile j + STAGES is issued once tile j is decoded).
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            if (s < w.n_tiles) load_kv<NT>(smem, p, w, s, s, tid);
             commit();
         }
         wait_groups<STAGES - 1>();  // Q and tile 0 landed
