@@ -336,13 +336,7 @@ impl Variant {
                             .into(),
                     );
                 }
-                if self.warp_spec && self.stages < 2 {
-                    return fail(
-                        "warp specialization needs stages >= 2 (producers fill one slot while \
-                         consumers read another)"
-                            .into(),
-                    );
-                }
+
             }
             Family::Hopper => {
                 if !self.warps.is_multiple_of(4) || !self.warp_spec || self.producer_warps != 4 {
@@ -495,6 +489,15 @@ impl KernelSpec {
             }
             Family::Portable => {
                 self.decoupled_fits()?;
+                if self.variant.warp_spec && self.variant.stages < 2 && !self.decode_warps() {
+                    return fail(
+                        "warp specialization needs stages >= 2 (producers fill one slot while \
+                         consumers read another), except as decode warps: 8-bit K/V, one \
+                         stage, and tile chunks that deal evenly over the producer threads (16 \
+                         chunks per K or V row pair), which stage K/V in registers"
+                            .into(),
+                    );
+                }
                 self.check_portable_smem(arch)
             }
             _ => Ok(()),
@@ -542,8 +545,25 @@ impl KernelSpec {
     /// pairs of rows (portable.cu's `OWN_FITS`), so that each thread can copy and decode its
     /// own chunks (decoupled sync, split decode).
     fn own_chunks_fit(&self) -> bool {
+        self.chunks_fit_over(self.variant.threads())
+    }
+
+    /// Decode warps (portable.cu's `DECODERS`): 8-bit K/V with warp specialization and one
+    /// stage, where the tile's chunks deal evenly over the producer threads, which then load
+    /// them into registers and decode them into two 16-bit staging pairs (no 8-bit ring).
+    pub fn decode_warps(&self) -> bool {
         let v = &self.variant;
-        let nt = v.threads();
+        v.family == Family::Portable
+            && v.warp_spec
+            && v.stages == 1
+            && self.precision.kv_is_8bit()
+            && self.chunks_fit_over(v.producer_warps * 32)
+    }
+
+    /// portable.cu's `own_fits(nt)`: a tile's 8-bit chunks deal evenly over `nt` threads in
+    /// pairs of rows whose shifts keep the swizzle.
+    fn chunks_fit_over(&self, nt: u32) -> bool {
+        let v = &self.variant;
         let ch8 = self.head_dim / 16;
         let pair = 2 * ch8;
         nt > 0
@@ -579,8 +599,10 @@ impl KernelSpec {
                 // into (two pairs with the pipelined decode: no warp specialization,
                 // stages >= 2, head dim <= 128; four under decoupled sync; two with the split
                 // decode's ring of one: head dim 256, cp.async, one stage, tensor-core P·V, no
-                // half steps, chunks that deal evenly over the threads); for the scalar P·V
-                // baseline an fp32 P tile of tile_n + 4 columns; decoupled sync's mbarriers.
+                // half steps, chunks that deal evenly over the threads; two with decode
+                // warps); for the scalar P·V
+                // baseline an fp32 P tile of tile_n + 4 columns; decoupled sync's and decode
+                // warps' mbarriers.
                 // Persistent decoupled sync keeps two Q tiles unless Q sits in registers.
                 let pad = if v.swizzle { 0 } else { 16 };
                 let row16 = d * 2 + pad;
@@ -596,7 +618,7 @@ impl KernelSpec {
                     && !v.half_steps
                     && self.own_chunks_fit();
                 let decoupled = v.sync == SyncPolicy::Decoupled;
-                let staging_bufs = match (kv8, pipe_decode || ring1, decoupled) {
+                let staging_bufs = match (kv8, pipe_decode || ring1 || self.decode_warps(), decoupled) {
                     (false, _, _) => 0,
                     (true, false, _) => 1,
                     (true, true, false) => 2,
@@ -609,7 +631,14 @@ impl KernelSpec {
                     v.tile_m * (v.tile_n + 4) * 4
                 };
                 // Decoupled sync: one 8-byte mbarrier per staging buffer.
-                let mbarriers = if decoupled { 8 * staging_bufs } else { 0 };
+                // Decode warps: FULL and EMPTY per staging pair.
+                let mbarriers = if decoupled {
+                    8 * staging_bufs
+                } else if self.decode_warps() {
+                    16 * staging_bufs
+                } else {
+                    0
+                };
                 // Persistent decoupled sync double-buffers Q (the next work tile's is copied
                 // while the current one runs), except where Q sits in registers: 16 rows per
                 // computing warp up to D128, and D64 (portable.cu's Q_IN_REGS).
@@ -620,7 +649,9 @@ impl KernelSpec {
                 } else {
                     1
                 };
-                q_bufs * v.tile_m * row16 + v.stages * 2 * kv_tile + staging + p_tile + mbarriers
+                // Decode warps hold 8-bit K/V in registers: no ring.
+                let ring_slots = if self.decode_warps() { 0 } else { v.stages };
+                q_bufs * v.tile_m * row16 + ring_slots * 2 * kv_tile + staging + p_tile + mbarriers
             }
         }
     }

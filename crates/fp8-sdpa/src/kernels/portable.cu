@@ -101,10 +101,21 @@ constexpr int KV_TILE = BN * (KV8 ? D : ROW16);
 // computed: one barrier per tile, and one warp's decode overlaps the others' mma. D 256 keeps
 // one staging buffer (two would not fit sm_86/89's 99 KB at m64) and the two-barrier path.
 constexpr bool PIPE_DECODE = KV8 && !WS && STAGES >= 2 && D <= 128;
-// A K/V tile's 16-byte 8-bit chunks deal evenly over the computing threads in row pairs (see
+// Whether a K/V tile's 16-byte 8-bit chunks deal evenly over nt threads in row pairs (see
 // OwnChunks), so that each thread can copy and decode its own chunks.
-constexpr int OWN_NT = CONSUMERS * 32, OWN_PER_KV = BN * CH8, OWN_PAIR = 2 * CH8;
-constexpr bool OWN_FITS = OWN_PER_KV % OWN_NT == 0 && OWN_NT % OWN_PAIR == 0 && (2 * OWN_NT / OWN_PAIR) % 8 == 0;
+constexpr bool own_fits(int nt) {
+    return nt > 0 && (BN * CH8) % nt == 0 && nt % (2 * CH8) == 0 && (2 * nt / (2 * CH8)) % 8 == 0;
+}
+// Decode warps (8-bit K/V, warp specialization with one stage, where the producers' threads
+// can own the chunks): the producer warps load the 8-bit tiles into registers AND decode them
+// into two 16-bit staging pairs, handed over with FULL/EMPTY named barriers, so the consumers
+// run the 16-bit loop with no decode instruction and no block barrier of their own. On sm_90a
+// the producer warpgroup gives registers to the consumers (REG_SPLIT). (With >= 2 stages, warp
+// specialization with 8-bit K/V keeps the producers' 8-bit ring and the consumers' decode.)
+constexpr bool DECODERS = KV8 && WS && STAGES == 1 && own_fits(PRODUCERS * 32);
+// The threads that own chunks: producers under DECODERS, else the computing threads.
+constexpr int OWN_NT = (DECODERS ? PRODUCERS : CONSUMERS) * 32, OWN_PER_KV = BN * CH8, OWN_PAIR = 2 * CH8;
+constexpr bool OWN_FITS = own_fits(OWN_NT);
 // Split decode (8-bit K/V where the pipelined decode does not fit: D 256). K and V halves
 // are decoded in different phases of a tile by the threads that copied the chunks (as under
 // decoupled sync): a V half inside the tile's softmax, a K half inside its P·V, a chunk per
@@ -124,7 +135,7 @@ constexpr bool SPLIT_DECODE = SPLIT_BASE && (STAGES >= 2 || RING1);
 // Decoupled sync decodes tile j + 2 during tile j into one of four staging buffers, so that a
 // warp may run up to one tile ahead of the slowest (see consume).
 constexpr int AHEAD = DECOUPLED ? 2 : 1;
-constexpr int STG_BUFS = KV8 ? (DECOUPLED ? 4 : (PIPE_DECODE || RING1) ? 2 : 1) : 0;
+constexpr int STG_BUFS = KV8 ? (DECOUPLED ? 4 : (PIPE_DECODE || RING1 || DECODERS) ? 2 : 1) : 0;
 constexpr int STG_BYTES = 2 * BN * ROW16;  // one 16-bit K and V staging pair
 constexpr int P_ROW = BN + 4;            // fp32 P rows of the scalar P·V path, padded
 
@@ -133,15 +144,35 @@ constexpr int Q_BUFS = STREAM && !Q_IN_REGS ? 2 : 1;
 constexpr int Q_BYTES = BM * ROW16;
 constexpr int OFF_Q = 0;                                       // Q_BUFS x Q
 constexpr int OFF_KV = OFF_Q + Q_BUFS * Q_BYTES;               // STAGES x {K, V}
-constexpr int OFF_STG = OFF_KV + STAGES * 2 * KV_TILE;         // 16-bit K, V (8-bit inputs)
+// Decode warps stage 8-bit K/V in registers: no ring (STAGES is 1 there).
+constexpr int RING_SLOTS = DECODERS ? 0 : STAGES;
+constexpr int OFF_STG = OFF_KV + RING_SLOTS * 2 * KV_TILE;     // 16-bit K, V (8-bit inputs)
 constexpr int OFF_P = OFF_STG + STG_BUFS * STG_BYTES;           // scalar P·V only
-constexpr int OFF_MBAR = OFF_P + (TC_PV ? 0 : BM * P_ROW * 4);  // decoupled: DONE[buffer]
-constexpr int SMEM = OFF_MBAR + (DECOUPLED ? 8 * STG_BUFS : 0);
+constexpr int OFF_MBAR = OFF_P + (TC_PV ? 0 : BM * P_ROW * 4);  // decoupled: DONE[buffer]; decode warps: FULL, EMPTY
+constexpr int SMEM = OFF_MBAR + (DECOUPLED ? 8 * STG_BUFS : DECODERS ? 16 * STG_BUFS : 0);
 static_assert(SMEM == SDPA_SMEM_BYTES, "shared-memory layout differs from KernelSpec::dynamic_smem_bytes()");
 
 // Named barrier ids (0 is __syncthreads): consumers only (warp specialization) or the split
-// decode's second barrier (none); FULL[s]; EMPTY[s].
-constexpr int BAR_CONSUMERS = 1, BAR_SPLIT = 1, BAR_FULL = 2, BAR_EMPTY = 2 + STAGES;
+// decode's second barrier (none); FULL[s]; EMPTY[s], per ring slot. HANDOFF counts the buffers
+// producers hand over: ring slots, or with decode warps staging pairs (whose FULL and EMPTY
+// are mbarriers, see dec_full).
+constexpr int HANDOFF = DECODERS ? STG_BUFS : STAGES;
+constexpr int BAR_CONSUMERS = 1, BAR_SPLIT = 1, BAR_FULL = 2, BAR_EMPTY = 2 + HANDOFF;
+
+// Decode warps on sm_90a: the launch bound gives every thread LAUNCH_REGS (168 at 12 warps,
+// too few for D256's 128 O accumulators); the producer warpgroup drops to PROD_REGS and the
+// consumers take what that frees (setmaxnreg; never more than the block's pool holds, or the
+// inc would wait forever). 72 / 216 at 12 warps: the producers hold two batches of DEC_BATCH
+// 16-byte chunks in flight (32 registers) plus their addresses, and spilled at 56 and 64 with
+// f16 (ptxas, round 11); the consumers' 16-bit loop fits 216 without a spill.
+constexpr int LAUNCH_REGS_RAW = 65536 / (WARPS * 32 * SDPA_MIN_BLOCKS);
+constexpr int LAUNCH_REGS = LAUNCH_REGS_RAW >= 255 ? 255 : LAUNCH_REGS_RAW / 8 * 8;
+constexpr int PROD_REGS = 72;
+constexpr int DEC_BATCH = 4;
+constexpr int CONS_REGS_POOL = (LAUNCH_REGS * WARPS - PROD_REGS * PRODUCERS) / CONSUMERS / 8 * 8;
+constexpr int CONS_REGS = CONS_REGS_POOL > 240 ? 240 : CONS_REGS_POOL;
+constexpr bool REG_SPLIT = DECODERS && SDPA_HAS_SETMAXNREG && PRODUCERS % 4 == 0 && CONSUMERS % 4 == 0 &&
+                           LAUNCH_REGS < CONS_REGS;
 
 // Threshold rescale: the running row max (log2 units) moves only when a tile's max exceeds
 // it by more than this, so P stays <= 2^8.
@@ -175,13 +206,22 @@ static_assert(BM == 16 * R * CONSUMERS, "tile_m = 16 * R * computing warps");
 static_assert(BN % 16 == 0 && BN <= 128, "tile_n 32, 64 or 128");
 static_assert(STAGES >= 1 && STAGES <= 4, "1..4 stages");
 static_assert(CP_ASYNC || STAGES == 1, "a multi-stage ring needs cp.async");
-static_assert(!WS || (CP_ASYNC && STAGES >= 2 && PRODUCERS > 0), "warp specialization: cp.async, >= 2 stages");
-static_assert(BAR_EMPTY + STAGES <= 16, "16 hardware barriers");
+static_assert(!WS || (CP_ASYNC && (STAGES >= 2 || DECODERS) && PRODUCERS > 0),
+              "warp specialization: cp.async, >= 2 stages (1 with decode warps)");
+static_assert(BAR_EMPTY + HANDOFF <= 16, "16 hardware barriers");
+static_assert(!DECODERS || STAGES == 1, "decode warps stage 8-bit K/V in registers: stages 1");
 static_assert(!PAIRED || (R == 2 && TC_PV && !STREAM), "paired rows: 32 rows per warp, tensor-core P·V, not the stream");
 static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && TC_PV),
               "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages");
 }  // namespace cfg
 using namespace cfg;
+
+// Decode warps' hand-over (mbarriers, so that compute-sanitizer's racecheck follows it; named
+// barriers with bar.arrive it reports as races): FULL[b] completes when every producer thread
+// has stored its chunks of the tile in staging pair b, EMPTY[b] when every consumer thread has
+// finished reading it.
+__device__ __forceinline__ u32 dec_full(u8* smem, int b) { return smem_u32(smem + OFF_MBAR) + 8 * b; }
+__device__ __forceinline__ u32 dec_empty(u8* smem, int b) { return smem_u32(smem + OFF_MBAR) + 8 * (STG_BUFS + b); }
 
 // Block-local first row of fragment mi of computing warp `warp`.
 __device__ __forceinline__ int frag_row(int warp, int mi) {
@@ -412,7 +452,7 @@ __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int t
         }
     } else {
         // Thread counts the pairing does not fit (no registered spec): the generic loop.
-        decode_kv(smem, slot, buf, tid, CONSUMERS * 32);
+        decode_kv(smem, slot, buf, tid, OWN_NT);
     }
 }
 
@@ -989,10 +1029,14 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             if (j + STAGES < w.n_tiles) load_kv<NT>(smem, p, w, j + STAGES, j % STAGES, tid);
             commit();
             slot = j % STAGES;
+        } else if constexpr (DECODERS) {
+            // Staging pair `slot` holds tile it, decoded (the FULL[slot] phase of use it / 2).
+            slot = it % HANDOFF;
+            mbar_wait(dec_full(smem, slot), (it / HANDOFF) & 1);
         } else if constexpr (WS) {
-            slot = it % STAGES;
-            bar_sync(BAR_FULL + slot, WARPS * 32);  // producers' tile landed; consumers all
-                                                     // finished the previous tile
+            // The producers' tile landed; the consumers all finished the previous tile.
+            slot = it % HANDOFF;
+            bar_sync(BAR_FULL + slot, WARPS * 32);
         } else {
             slot = j % STAGES;
             if constexpr (SPLIT_DECODE) {
@@ -1017,8 +1061,8 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         if constexpr (PIPE_DECODE) {
             sk = stg + (j % STG_BUFS) * STG_BYTES;
             sv = sk + BN * ROW16;
-        } else if constexpr (SPLIT_DECODE) {
-            sk = stg + (RING1 ? (j % 2) * STG_BYTES : 0);
+        } else if constexpr (SPLIT_DECODE || DECODERS) {
+            sk = stg + (DECODERS ? slot * STG_BYTES : RING1 ? (j % 2) * STG_BYTES : 0);
             sv = sk + BN * ROW16;
         } else if constexpr (KV8) {
             decode_kv(smem, slot, 0, tid, NT);
@@ -1080,7 +1124,8 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
                 else compute_tile(ws, ad, smem, 0, ck, cv, k0, masked, row_w, warp, lane, sl2, p);
             }
         }
-        if constexpr (WS && !KV8) bar_arrive(BAR_EMPTY + slot, WARPS * 32);
+        if constexpr (DECODERS) mbar_arrive(dec_empty(smem, slot));  // done with staging pair `slot`
+        else if constexpr (WS && !KV8) bar_arrive(BAR_EMPTY + slot, WARPS * 32);
         if constexpr (DECOUPLED) mbar_arrive(done_bar + 8 * (j % STG_BUFS));  // done with tile j
         if constexpr (!WS && STAGES == 1 && !RING1) __syncthreads();  // slot 0 is refilled next
     }
@@ -1258,10 +1303,82 @@ __device__ __forceinline__ void consume_stream(u8* smem, const SdpaParams& p) {
     }
 }
 
+// The decode warps' side of one work tile (DECODERS). Each producer thread loads its own
+// 16-byte chunks of the 8-bit K/V tiles from global memory into registers, decodes them and
+// stores them into staging pair it % 2 once EMPTY says the consumers finished the tile that
+// pair held (tile it - 2); FULL then hands the pair over. The 8-bit tiles never touch shared
+// memory: shared traffic is then the 16-bit kernel's (its cp.async writes become these
+// stores), where staging the 8-bit tile there costs an extra write and read of it per tile.
+// Loads run one batch of DEC_BATCH chunks ahead of the decode (across tiles too), so a batch's
+// global latency overlaps the previous batch's decode and the wait for EMPTY.
+static_assert(!DECODERS || (OwnChunks::COUNT % DEC_BATCH == 0 && (OwnChunks::COUNT / DEC_BATCH) % 2 == 0),
+              "decode warps: batches divide a thread's chunks, an even number of them per tile");
+struct DecoderChunks {
+    static constexpr int BATCHES = OwnChunks::COUNT / DEC_BATCH;  // per tile
+    typedef u32x4 Batch[DEC_BATCH];
+    const OwnChunks oc;
+    u32 stg0, stg1;  // this thread's two 16-bit outputs of its first chunk, staging pair 0
+    __device__ __forceinline__ DecoderChunks(u8* smem, int ptid) : oc(ptid) {
+        stg0 = smem_u32(smem + OFF_STG) + T16::off(oc.row0, 2 * oc.ch);
+        stg1 = smem_u32(smem + OFF_STG) + T16::off(oc.row0, 2 * oc.ch + 1);
+    }
+    // Batch `bi` of this thread's chunks of tile j; rows past seq_kv read as zero bytes, as
+    // cp.async's zero-fill gives the other paths.
+    __device__ __forceinline__ void load(const SdpaParams& p, const Work& w, int j, int bi, Batch& in) const {
+#pragma unroll
+        for (int u = 0; u < DEC_BATCH; ++u) {
+            const int i = bi * DEC_BATCH + u, which = OWN_WHICH(i);
+            const int row = j * BN + oc.row0 + OWN_DROW(i);
+            in[u] = u32x4{0u, 0u, 0u, 0u};
+            if (row < p.seq_kv)
+                in[u] = ldg16((which ? w.v + (long long)row * w.vs : w.k + (long long)row * w.ks) + oc.ch * 16);
+        }
+    }
+    // Decode batch `bi` into staging pair `buf`.
+    __device__ __forceinline__ void store(int buf, int bi, const Batch& in) const {
+#pragma unroll
+        for (int u = 0; u < DEC_BATCH; ++u) {
+            const int i = bi * DEC_BATCH + u, which = OWN_WHICH(i);
+            u32x4 a, b;
+            decode_kv16(in[u], a, b, which == 1);
+            const u32 at = u32(buf * STG_BYTES + which * BN * ROW16 + OWN_DROW(i) * ROW16);
+            sts16(stg0 + at, a);
+            sts16(stg1 + at, b);
+        }
+    }
+};
+
+__device__ __forceinline__ void produce_decode(u8* smem, const SdpaParams& p, const Work& w, int& it) {
+    if constexpr (DECODERS) {
+        constexpr int NB = DecoderChunks::BATCHES;
+        const DecoderChunks dc(smem, threadIdx.x - CONSUMERS * 32);
+        DecoderChunks::Batch in[2];  // ping-pong: batch q of a tile sits in in[q % 2]
+        if (w.n_tiles > 0) dc.load(p, w, 0, 0, in[0]);
+#pragma unroll 1
+        for (int j = 0; j < w.n_tiles; ++j, ++it) {
+            const int buf = it % HANDOFF;
+#pragma unroll
+            for (int bi = 0; bi < NB; ++bi) {
+                // The next batch: of this tile, or the first of the next (NB even keeps the
+                // ping-pong static across tiles).
+                if (bi + 1 < NB) dc.load(p, w, j, bi + 1, in[(bi + 1) % 2]);
+                else if (j + 1 < w.n_tiles) dc.load(p, w, j + 1, 0, in[0]);
+                // Every consumer finished tile it - 2 (EMPTY[buf]'s phase of use it / 2 - 1).
+                if (bi == 0 && it >= HANDOFF) mbar_wait(dec_empty(smem, buf), ((it / HANDOFF) - 1) & 1);
+                dc.store(buf, bi, in[bi % 2]);
+            }
+            mbar_arrive(dec_full(smem, buf));
+        }
+    }
+}
+
 // The producer warps' side of one work tile: keep up to STAGES - 1 tiles in flight, signal
-// FULL[slot] once a tile's copies completed, wait EMPTY[slot] before reusing a slot.
+// FULL[slot] once a tile's copies completed, wait EMPTY[slot] before reusing a slot. (Decode
+// warps: produce_decode.)
 __device__ __forceinline__ void produce(u8* smem, const SdpaParams& p, const Work& w, int& it) {
-    if constexpr (WS) {
+    if constexpr (DECODERS) {
+        produce_decode(smem, p, w, it);
+    } else if constexpr (WS) {
         const int ptid = threadIdx.x - CONSUMERS * 32;
         constexpr int NP = PRODUCERS * 32;
         int sig = it;  // next tile index to signal FULL for
@@ -1281,19 +1398,16 @@ __device__ __forceinline__ void produce(u8* smem, const SdpaParams& p, const Wor
     }
 }
 
-extern "C" __global__ void __launch_bounds__(SDPA_WARPS * 32, SDPA_MIN_BLOCKS)
-sdpa_portable(const SdpaParams p) {
-    extern __shared__ __align__(128) u8 smem[];
+// One role's work tiles: the producer warps' (PRODUCER) or the computing warps'.
+template <bool PRODUCER>
+__device__ __forceinline__ void run_role(u8* smem, const SdpaParams& p) {
     const int m_blocks = (p.seq_q + BM - 1) / BM;
     int it = 0;  // KV tiles consumed so far by this block: ring slot and barrier phase
-    const bool producer = WS && threadIdx.x >= CONSUMERS * 32;
-    if constexpr (STREAM) {
-        consume_stream(smem, p);
-    } else if constexpr (PERSISTENT) {
+    if constexpr (PERSISTENT) {
         const int tiles = m_blocks * p.heads_q * p.batch;
         for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
             const Work w = work_at(p, t, m_blocks);
-            if (producer) produce(smem, p, w, it);
+            if constexpr (PRODUCER) produce(smem, p, w, it);
             else consume(smem, p, w, it);
         }
     } else {
@@ -1301,13 +1415,36 @@ sdpa_portable(const SdpaParams p) {
         // tiles (the bottom rows) are dispatched first and the short ones fill the tail.
         const int mb = CAUSAL ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
         const Work w = make_work(p, mb, blockIdx.y, blockIdx.z);
-        if (producer) produce(smem, p, w, it);
+        if constexpr (PRODUCER) produce(smem, p, w, it);
         else consume(smem, p, w, it);
     }
-    if constexpr (WS) {
+    if constexpr (PRODUCER && !DECODERS) {
         // Producers absorb the consumers' last EMPTY arrivals, so no barrier is left
         // half-arrived when the block exits.
-        if (producer)
-            for (int x = max(0, it - STAGES); x < it; ++x) bar_sync(BAR_EMPTY + x % STAGES, WARPS * 32);
+        for (int x = max(0, it - HANDOFF); x < it; ++x) bar_sync(BAR_EMPTY + x % HANDOFF, WARPS * 32);
+    }
+}
+
+// Each role's setmaxnreg sits inside its own branch: ptxas allocates the code after one within
+// its count only where that instruction dominates it (after a merge it takes the smaller).
+extern "C" __global__ void __launch_bounds__(SDPA_WARPS * 32, SDPA_MIN_BLOCKS)
+sdpa_portable(const SdpaParams p) {
+    extern __shared__ __align__(128) u8 smem[];
+    if constexpr (DECODERS) {
+        if (threadIdx.x == 0)
+            for (int b = 0; b < STG_BUFS; ++b) {
+                mbar_init(dec_full(smem, b), PRODUCERS * 32);
+                mbar_init(dec_empty(smem, b), CONSUMERS * 32);
+            }
+        __syncthreads();  // the barriers' initialization, visible to every thread
+    }
+    if constexpr (STREAM) {
+        consume_stream(smem, p);
+    } else if (WS && threadIdx.x >= CONSUMERS * 32) {
+        if constexpr (REG_SPLIT) setmaxnreg_dec<PROD_REGS>();
+        run_role<true>(smem, p);
+    } else {
+        if constexpr (REG_SPLIT) setmaxnreg_inc<CONS_REGS>();
+        run_role<false>(smem, p);
     }
 }

@@ -234,6 +234,33 @@ __device__ __forceinline__ void bar_sync_unaligned(int id, int n) {
     asm volatile("barrier.sync %0, %1;" :: "r"(id), "r"(n) : "memory");
 }
 
+// ---- register reallocation (sm_90a) ---------------------------------------------------------
+// setmaxnreg.{inc,dec}.sync.aligned.u32 N: every warp of a warpgroup (4 consecutive warps,
+// executed by all of them) sets its per-thread register count to N (24..256, a multiple of 8);
+// dec returns registers to the block's pool, inc blocks until the pool has them. A block starts
+// at its launch-bound count (65536 / threads, rounded down to 8), so a producer warpgroup that
+// drops to P lets the consumer warpgroups rise to what the pool then holds. ptxas allocates the
+// code after each instruction within its count (checked with NVRTC 13.0: a 200-float loop
+// under __launch_bounds__(384, 1) spills 488 bytes for sm_90 and none for sm_90a after an inc
+// to 240). Only with the arch-specific feature set (sm_90a): SDPA_HAS_SETMAXNREG.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define SDPA_HAS_SETMAXNREG 1
+#else
+#define SDPA_HAS_SETMAXNREG 0
+#endif
+template <int N> __device__ __forceinline__ void setmaxnreg_inc() {
+    static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: 24..256, a multiple of 8");
+#if SDPA_HAS_SETMAXNREG
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N));
+#endif
+}
+template <int N> __device__ __forceinline__ void setmaxnreg_dec() {
+    static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg: 24..256, a multiple of 8");
+#if SDPA_HAS_SETMAXNREG
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(N));
+#endif
+}
+
 // ---- mbarriers (sm_80+) ---------------------------------------------------------------------
 // A 64-bit shared-memory object counting arrivals per phase: mbarrier.init sets the expected
 // count; each mbarrier.arrive counts one (and, by default, releases the thread's earlier

@@ -73,6 +73,9 @@ const KV8_STREAM_D64_SMALL: &str = "portable.m128.n64.w4.s3.b2.ctpedx";
 /// Round 10, 8-bit K/V at D256 on Hopper: FA2's D256 tile with the split decode's ring of one
 /// (a single 8-bit slot, two staging pairs, one barrier per tile; 224 KB).
 const KV8_D256: &str = "portable.m128.n64.w8.s1.b1.ctelx";
+/// Round 11, 8-bit K/V at D256 on Hopper: decode warps (8 consumer warps + a producer
+/// warpgroup that copies and decodes, registers moved to the consumers with setmaxnreg).
+const KV8_D256_DECODERS: &str = "portable.m128.n64.w12.s1.b1.ctw4elx";
 
 /// Which problem classes (precision, head dim) a registered variant is compiled for.
 pub type Serves = fn(Precision, u32) -> bool;
@@ -108,6 +111,9 @@ fn d128_kv8(p: Precision, d: u32) -> bool {
 }
 fn d256_kv8(p: Precision, d: u32) -> bool {
     d == 256 && p.kv_is_8bit()
+}
+fn d256_e4m3_kv(p: Precision, d: u32) -> bool {
+    d == 256 && p.kv_is_8bit() && p != Precision::SimFp8
 }
 fn d128_16bit(p: Precision, d: u32) -> bool {
     d == 128 && matches!(p, Precision::F16 | Precision::Bf16)
@@ -199,6 +205,9 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
         // Measured on the H100 (round 10, run 46), fp8kv_f16 S 1k / 4k / 16k: 268 / 304 /
         // 317 TFLOPS against 256 / 287 / 299 for the 2-stage split decode and 245 / 271 / 280
         // for round 9's serial decode (run 45); the f16 tile's 299 / 330 / 343.
+        // E4M3 K/V: decode warps (round 11, run 57, see docs/perf-notes.md). The seeds' u8
+        // code keeps the ring of one (its decode-warp kernel spills).
+        (ArchClass::Hopper, 256) if kv8 && precision != Precision::SimFp8 => KV8_D256_DECODERS,
         (ArchClass::Hopper, 256) if kv8 => KV8_D256,
         // sm_90a: 64 keys per step (FA2's D256 tile), 192 KB of shared memory, which only
         // Hopper's 227 KB opt-in holds. Measured on the H100 (run 9): 279 / 312 / 322 TFLOPS at
@@ -303,6 +312,10 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // Round 10, the Hopper D256 8-bit default: the split decode's ring of one (sm_90a only,
     // by its 224 KB).
     out.push((v(KV8_D256), d256_kv8));
+    // Round 11 (sm_90a only: setmaxnreg, and 192 KB): decode warps. The same 8-warp tile
+    // computes from 16-bit staging pairs that a fourth warpgroup loads and decodes.
+    // E4M3 K/V only: with the seeds' u8 code the causal kernel spills 4 bytes.
+    out.push((v(KV8_D256_DECODERS), d256_e4m3_kv));
     // Knob coverage (each knob on and off at least once; see docs/perf-notes.md).
     // cp.async off (plain loads through registers, 1 stage), accurate exp2.
     out.push((v("portable.m64.n32.w4.s1.b1.tlx"), all));
@@ -365,7 +378,7 @@ mod tests {
                 hopper_only += 1;
             }
         }
-        assert!(hopper_only <= 56, "{hopper_only} sm_90a-only specs");
+        assert!(hopper_only <= 64, "{hopper_only} sm_90a-only specs");
         assert_eq!(
             registered_for(Arch::Sm80).len() + hopper_only,
             registered_for(Arch::Sm90a).len()
@@ -373,7 +386,7 @@ mod tests {
         // check and verify stay a manageable size per arch.
         for a in [Arch::Sm80, Arch::Sm90a] {
             assert!(
-                registered_for(a).len() <= 400,
+                registered_for(a).len() <= 408,
                 "{a}: {}",
                 registered_for(a).len()
             );
@@ -404,9 +417,11 @@ mod tests {
     }
 
     #[test]
-    fn hopper_d256_8bit_default_is_the_ring_of_one() {
-        // 8-bit K/V at D256 on sm_90a: one 8-bit slot with two staging pairs (Q 64 KB +
-        // staging 128 KB + ring 32 KB); 16-bit K/V keep the 2-stage tile (192 KB).
+    fn hopper_d256_8bit_defaults_are_decode_warps_and_the_ring_of_one() {
+        // 8-bit K/V at D256 on sm_90a. E4M3: decode warps (Q 64 KB + two staging pairs 128 KB
+        // + four mbarriers, K/V staged in registers). The seeds' u8 code: the ring of one, one
+        // 8-bit slot with two staging pairs (Q 64 KB + staging 128 KB + ring 32 KB). 16-bit K/V
+        // keep the 2-stage tile (192 KB).
         for p in Precision::ALL {
             for causal in [false, true] {
                 let v = default_variant(Arch::Sm90a, p, 256, causal);
@@ -416,17 +431,20 @@ mod tests {
                     head_dim: 256,
                     causal,
                 };
-                let (stages, smem) = if p.kv_is_8bit() {
-                    (1, 229_376)
+                let (stages, smem, producers) = if p == Precision::SimFp8 {
+                    (1, 229_376, 0)
+                } else if p.kv_is_8bit() {
+                    (1, 196_640, 4)
                 } else {
-                    (2, 196_608)
+                    (2, 196_608, 0)
                 };
                 assert_eq!(
-                    (v.tile_m, v.tile_n, v.stages),
-                    (128, 64, stages),
+                    (v.tile_m, v.tile_n, v.stages, v.producer_warps),
+                    (128, 64, stages, producers),
                     "{}",
                     spec.key()
                 );
+                assert_eq!(spec.decode_warps(), producers > 0, "{}", spec.key());
                 assert_eq!(spec.dynamic_smem_bytes(), smem, "{}", spec.key());
             }
         }
