@@ -336,7 +336,6 @@ impl Variant {
                             .into(),
                     );
                 }
-
             }
             Family::Hopper => {
                 if !self.warps.is_multiple_of(4) || !self.warp_spec || self.producer_warps != 4 {
@@ -489,6 +488,20 @@ impl KernelSpec {
             }
             Family::Portable => {
                 self.decoupled_fits()?;
+                if self.decode_warps() {
+                    // portable.cu's DecoderChunks: a thread's chunks per tile in an even number
+                    // of batches of 4.
+                    let v = &self.variant;
+                    let per_thread = 2 * v.tile_n * (self.head_dim / 16) / (v.producer_warps * 32);
+                    if !per_thread.is_multiple_of(8) {
+                        return fail(format!(
+                            "decode warps load and decode a thread's 16-byte chunks in pairs of \
+                             batches of 4, but each of the {} producer threads owns {per_thread} \
+                             per tile; use more keys per tile (tile_n) or fewer producer warps",
+                            v.producer_warps * 32
+                        ));
+                    }
+                }
                 if self.variant.warp_spec && self.variant.stages < 2 && !self.decode_warps() {
                     return fail(
                         "warp specialization needs stages >= 2 (producers fill one slot while \
@@ -618,12 +631,13 @@ impl KernelSpec {
                     && !v.half_steps
                     && self.own_chunks_fit();
                 let decoupled = v.sync == SyncPolicy::Decoupled;
-                let staging_bufs = match (kv8, pipe_decode || ring1 || self.decode_warps(), decoupled) {
-                    (false, _, _) => 0,
-                    (true, false, _) => 1,
-                    (true, true, false) => 2,
-                    (true, true, true) => 4,
-                };
+                let staging_bufs =
+                    match (kv8, pipe_decode || ring1 || self.decode_warps(), decoupled) {
+                        (false, _, _) => 0,
+                        (true, false, _) => 1,
+                        (true, true, false) => 2,
+                        (true, true, true) => 4,
+                    };
                 let staging = staging_bufs * 2 * v.tile_n * row16;
                 let p_tile = if v.tc_pv {
                     0
@@ -810,6 +824,40 @@ mod tests {
         assert_eq!(plain.dynamic_smem_bytes(), q + slot8 + pair);
         let f16 = spec("portable.m128.n64.w8.s1.b1.ctelx", Precision::F16);
         assert_eq!(f16.dynamic_smem_bytes(), q + 2 * 64 * 512);
+    }
+
+    #[test]
+    fn decode_warps_need_8bit_kv_one_stage_and_even_batches() {
+        let reason = |r: Result<()>| r.unwrap_err().to_string();
+        let spec = |key: &str, precision, head_dim| KernelSpec {
+            variant: key.parse().unwrap(),
+            precision,
+            head_dim,
+            causal: false,
+        };
+        // The Hopper D256 E4M3 default: 16 chunks per producer thread, no 8-bit ring.
+        let d256 = spec(
+            "portable.m128.n64.w12.s1.b1.ctw4elx",
+            Precision::Fp8KvF16,
+            256,
+        );
+        assert!(d256.decode_warps());
+        d256.validate(Arch::Sm90a).unwrap();
+        assert_eq!(
+            d256.dynamic_smem_bytes(),
+            128 * 512 + 2 * 2 * 64 * 512 + 4 * 8
+        );
+        // 16-bit K/V has nothing to decode: one stage is then an error.
+        let f16 = spec("portable.m128.n64.w12.s1.b1.ctw4elx", Precision::F16, 256);
+        assert!(!f16.decode_warps());
+        assert!(reason(f16.validate(Arch::Sm90a)).contains("stages >= 2"));
+        // D64: 4 chunks per producer thread, not two batches of 4.
+        let d64 = spec(
+            "portable.m128.n64.w12.s1.b1.ctw4elx",
+            Precision::Fp8KvF16,
+            64,
+        );
+        assert!(reason(d64.validate(Arch::Sm90a)).contains("batches of 4"));
     }
 
     #[test]
