@@ -116,7 +116,10 @@ pub struct Variant {
     pub cp_async: bool,
     /// P·V on tensor cores (else the seeds' scalar P·V baseline).
     pub tc_pv: bool,
-    /// Warp specialization: `producer_warps` warps only load, the rest compute.
+    /// Warp specialization: `producer_warps` warps only load, the rest compute. With 8-bit
+    /// K/V and one stage they are decode warps: they load the 8-bit tiles into registers and
+    /// decode them into two 16-bit staging pairs (portable family; see
+    /// [`KernelSpec::decode_warps`]).
     pub warp_spec: bool,
     /// Producer warps when `warp_spec` (0 otherwise).
     pub producer_warps: u32,
