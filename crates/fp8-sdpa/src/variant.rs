@@ -509,8 +509,8 @@ impl KernelSpec {
                     return fail(
                         "warp specialization needs stages >= 2 (producers fill one slot while \
                          consumers read another), except as decode warps: 8-bit K/V, one \
-                         stage, and tile chunks that deal evenly over the producer threads (16 \
-                         chunks per K or V row pair), which stage K/V in registers"
+                         stage, and tile chunks that deal evenly over the producer threads in \
+                         row pairs (2 x head_dim / 16 chunks each), which stage K/V in registers"
                             .into(),
                     );
                 }

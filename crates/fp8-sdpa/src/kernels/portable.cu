@@ -108,7 +108,7 @@ constexpr bool own_fits(int nt) {
 }
 // Decode warps (8-bit K/V, warp specialization with one stage, where the producers' threads
 // can own the chunks): the producer warps load the 8-bit tiles into registers AND decode them
-// into two 16-bit staging pairs, handed over with FULL/EMPTY named barriers, so the consumers
+// into two 16-bit staging pairs, handed over with FULL/EMPTY mbarriers, so the consumers
 // run the 16-bit loop with no decode instruction and no block barrier of their own. On sm_90a
 // the producer warpgroup gives registers to the consumers (REG_SPLIT). (With >= 2 stages, warp
 // specialization with 8-bit K/V keeps the producers' 8-bit ring and the consumers' decode.)
