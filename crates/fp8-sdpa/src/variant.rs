@@ -616,9 +616,8 @@ impl KernelSpec {
                 // stages >= 2, head dim <= 128; four under decoupled sync; two with the split
                 // decode's ring of one: head dim 256, cp.async, one stage, tensor-core P·V, no
                 // half steps, chunks that deal evenly over the threads; two with decode
-                // warps); for the scalar P·V
-                // baseline an fp32 P tile of tile_n + 4 columns; decoupled sync's and decode
-                // warps' mbarriers.
+                // warps); for the scalar P·V baseline an fp32 P tile of tile_n + 4 columns;
+                // decoupled sync's and decode warps' mbarriers.
                 // Persistent decoupled sync keeps two Q tiles unless Q sits in registers.
                 let pad = if v.swizzle { 0 } else { 16 };
                 let row16 = d * 2 + pad;
@@ -634,13 +633,13 @@ impl KernelSpec {
                     && !v.half_steps
                     && self.own_chunks_fit();
                 let decoupled = v.sync == SyncPolicy::Decoupled;
-                let staging_bufs =
-                    match (kv8, pipe_decode || ring1 || self.decode_warps(), decoupled) {
-                        (false, _, _) => 0,
-                        (true, false, _) => 1,
-                        (true, true, false) => 2,
-                        (true, true, true) => 4,
-                    };
+                let decoders = self.decode_warps();
+                let staging_bufs = match (kv8, pipe_decode || ring1 || decoders, decoupled) {
+                    (false, _, _) => 0,
+                    (true, false, _) => 1,
+                    (true, true, false) => 2,
+                    (true, true, true) => 4,
+                };
                 let staging = staging_bufs * 2 * v.tile_n * row16;
                 let p_tile = if v.tc_pv {
                     0
@@ -651,7 +650,7 @@ impl KernelSpec {
                 // Decode warps: FULL and EMPTY per staging pair.
                 let mbarriers = if decoupled {
                     8 * staging_bufs
-                } else if self.decode_warps() {
+                } else if decoders {
                     16 * staging_bufs
                 } else {
                     0
@@ -667,7 +666,7 @@ impl KernelSpec {
                     1
                 };
                 // Decode warps hold 8-bit K/V in registers: no ring.
-                let ring_slots = if self.decode_warps() { 0 } else { v.stages };
+                let ring_slots = if decoders { 0 } else { v.stages };
                 q_bufs * v.tile_m * row16 + ring_slots * 2 * kv_tile + staging + p_tile + mbarriers
             }
         }

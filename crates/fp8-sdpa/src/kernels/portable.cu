@@ -153,11 +153,9 @@ constexpr int SMEM = OFF_MBAR + (DECOUPLED ? 8 * STG_BUFS : DECODERS ? 16 * STG_
 static_assert(SMEM == SDPA_SMEM_BYTES, "shared-memory layout differs from KernelSpec::dynamic_smem_bytes()");
 
 // Named barrier ids (0 is __syncthreads): consumers only (warp specialization) or the split
-// decode's second barrier (none); FULL[s]; EMPTY[s], per ring slot. HANDOFF counts the buffers
-// producers hand over: ring slots, or with decode warps staging pairs (whose FULL and EMPTY
-// are mbarriers, see dec_full).
-constexpr int HANDOFF = DECODERS ? STG_BUFS : STAGES;
-constexpr int BAR_CONSUMERS = 1, BAR_SPLIT = 1, BAR_FULL = 2, BAR_EMPTY = 2 + HANDOFF;
+// decode's second barrier (none); FULL[s]; EMPTY[s], per ring slot. (Decode warps hand their
+// staging pairs over with mbarriers instead, see dec_full.)
+constexpr int BAR_CONSUMERS = 1, BAR_SPLIT = 1, BAR_FULL = 2, BAR_EMPTY = 2 + STAGES;
 
 // Decode warps on sm_90a: the launch bound gives every thread LAUNCH_REGS (168 at 12 warps,
 // too few for D256's 128 O accumulators); the producer warpgroup drops to PROD_REGS and the
@@ -208,8 +206,7 @@ static_assert(STAGES >= 1 && STAGES <= 4, "1..4 stages");
 static_assert(CP_ASYNC || STAGES == 1, "a multi-stage ring needs cp.async");
 static_assert(!WS || (CP_ASYNC && (STAGES >= 2 || DECODERS) && PRODUCERS > 0),
               "warp specialization: cp.async, >= 2 stages (1 with decode warps)");
-static_assert(BAR_EMPTY + HANDOFF <= 16, "16 hardware barriers");
-static_assert(!DECODERS || STAGES == 1, "decode warps stage 8-bit K/V in registers: stages 1");
+static_assert(BAR_EMPTY + STAGES <= 16, "16 hardware barriers");
 static_assert(!PAIRED || (R == 2 && TC_PV && !STREAM), "paired rows: 32 rows per warp, tensor-core P·V, not the stream");
 static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && TC_PV),
               "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages");
@@ -403,6 +400,17 @@ static_assert(!DECOUPLED || OwnChunks::FITS, "decoupled sync: a tile's chunks de
 #define OWN_WHICH(i) (((i) * OwnChunks::NT) / OwnChunks::PER_KV)
 #define OWN_DROW(i) (2 * ((((i) * OwnChunks::NT) % OwnChunks::PER_KV) / OwnChunks::PAIR))
 
+// Decode own chunk i (16 codes, `in`) into its two 16-bit chunks of a staging pair: this
+// thread's first chunk of staging pair 0 has its halves at d0 and d1, and `pair` is the
+// byte offset of the pair used.
+__device__ __forceinline__ void store_own_chunk(u32 d0, u32 d1, u32 pair, int i, u32x4 in) {
+    u32x4 a, b;
+    decode_kv16(in, a, b, OWN_WHICH(i) == 1);
+    const u32 o = pair + u32(OWN_WHICH(i) * BN * ROW16 + OWN_DROW(i) * ROW16);
+    sts16(d0 + o, a);
+    sts16(d1 + o, b);
+}
+
 // A thread's own chunks of an 8-bit tile in a ring slot, one at a time: load(i) reads chunk i
 // (OWN_WHICH, OWN_DROW) from the slot, store(i, in) decodes it into its two 16-bit chunks of
 // a staging pair, so that the split decode can put an mma block between the two. (The same
@@ -419,13 +427,7 @@ struct OwnDecode {
     __device__ __forceinline__ u32x4 load(int i) const {
         return lds16(s0 + u32(OWN_WHICH(i) * KV_TILE + OWN_DROW(i) * D));
     }
-    __device__ __forceinline__ void store(int i, u32x4 in) const {
-        u32x4 a, b;
-        decode_kv16(in, a, b, OWN_WHICH(i) == 1);
-        const u32 o = u32(OWN_WHICH(i) * BN * ROW16 + OWN_DROW(i) * ROW16);
-        sts16(d0 + o, a);
-        sts16(d1 + o, b);
-    }
+    __device__ __forceinline__ void store(int i, u32x4 in) const { store_own_chunk(d0, d1, 0, i, in); }
 };
 
 // decode_kv by all NT computing threads with a fixed trip count (no per-thread loop exit), so
@@ -1031,11 +1033,11 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             slot = j % STAGES;
         } else if constexpr (DECODERS) {
             // Staging pair `slot` holds tile it, decoded (the FULL[slot] phase of use it / 2).
-            slot = it % HANDOFF;
-            mbar_wait(dec_full(smem, slot), (it / HANDOFF) & 1);
+            slot = it % STG_BUFS;
+            mbar_wait(dec_full(smem, slot), (it / STG_BUFS) & 1);
         } else if constexpr (WS) {
             // The producers' tile landed; the consumers all finished the previous tile.
-            slot = it % HANDOFF;
+            slot = it % STAGES;
             bar_sync(BAR_FULL + slot, WARPS * 32);
         } else {
             slot = j % STAGES;
@@ -1061,8 +1063,11 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         if constexpr (PIPE_DECODE) {
             sk = stg + (j % STG_BUFS) * STG_BYTES;
             sv = sk + BN * ROW16;
-        } else if constexpr (SPLIT_DECODE || DECODERS) {
-            sk = stg + (DECODERS ? slot * STG_BYTES : RING1 ? (j % 2) * STG_BYTES : 0);
+        } else if constexpr (SPLIT_DECODE) {
+            sk = stg + (RING1 ? (j % 2) * STG_BYTES : 0);
+            sv = sk + BN * ROW16;
+        } else if constexpr (DECODERS) {
+            sk = stg + slot * STG_BYTES;
             sv = sk + BN * ROW16;
         } else if constexpr (KV8) {
             decode_kv(smem, slot, 0, tid, NT);
@@ -1337,14 +1342,7 @@ struct DecoderChunks {
     // Decode batch `bi` into staging pair `buf`.
     __device__ __forceinline__ void store(int buf, int bi, const Batch& in) const {
 #pragma unroll
-        for (int u = 0; u < DEC_BATCH; ++u) {
-            const int i = bi * DEC_BATCH + u, which = OWN_WHICH(i);
-            u32x4 a, b;
-            decode_kv16(in[u], a, b, which == 1);
-            const u32 at = u32(buf * STG_BYTES + which * BN * ROW16 + OWN_DROW(i) * ROW16);
-            sts16(stg0 + at, a);
-            sts16(stg1 + at, b);
-        }
+        for (int u = 0; u < DEC_BATCH; ++u) store_own_chunk(stg0, stg1, u32(buf * STG_BYTES), bi * DEC_BATCH + u, in[u]);
     }
 };
 
@@ -1356,7 +1354,7 @@ __device__ __forceinline__ void produce_decode(u8* smem, const SdpaParams& p, co
         if (w.n_tiles > 0) dc.load(p, w, 0, 0, in[0]);
 #pragma unroll 1
         for (int j = 0; j < w.n_tiles; ++j, ++it) {
-            const int buf = it % HANDOFF;
+            const int buf = it % STG_BUFS;
 #pragma unroll
             for (int bi = 0; bi < NB; ++bi) {
                 // The next batch: of this tile, or the first of the next (NB even keeps the
@@ -1364,7 +1362,7 @@ __device__ __forceinline__ void produce_decode(u8* smem, const SdpaParams& p, co
                 if (bi + 1 < NB) dc.load(p, w, j, bi + 1, in[(bi + 1) % 2]);
                 else if (j + 1 < w.n_tiles) dc.load(p, w, j + 1, 0, in[0]);
                 // Every consumer finished tile it - 2 (EMPTY[buf]'s phase of use it / 2 - 1).
-                if (bi == 0 && it >= HANDOFF) mbar_wait(dec_empty(smem, buf), ((it / HANDOFF) - 1) & 1);
+                if (bi == 0 && it >= STG_BUFS) mbar_wait(dec_empty(smem, buf), ((it / STG_BUFS) - 1) & 1);
                 dc.store(buf, bi, in[bi % 2]);
             }
             mbar_arrive(dec_full(smem, buf));
@@ -1421,7 +1419,7 @@ __device__ __forceinline__ void run_role(u8* smem, const SdpaParams& p) {
     if constexpr (PRODUCER && !DECODERS) {
         // Producers absorb the consumers' last EMPTY arrivals, so no barrier is left
         // half-arrived when the block exits.
-        for (int x = max(0, it - HANDOFF); x < it; ++x) bar_sync(BAR_EMPTY + x % HANDOFF, WARPS * 32);
+        for (int x = max(0, it - STAGES); x < it; ++x) bar_sync(BAR_EMPTY + x % STAGES, WARPS * 32);
     }
 }
 
