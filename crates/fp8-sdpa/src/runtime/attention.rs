@@ -8,7 +8,7 @@ use crate::dispatch;
 use crate::error::{Error, Result};
 use crate::kernels::geometry;
 use crate::problem::AttnParams;
-use crate::variant::{KernelSpec, Variant};
+use crate::variant::{Family, KernelSpec, Variant};
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 
 /// A descale vector: fp32 values and their batch stride (0 = one per head, broadcast over the
@@ -167,8 +167,23 @@ impl Device {
         let kernel = self.kernel(&spec)?;
         let g = geometry::grid(&spec, &shape, self.info().sm_count);
         if g[0] > i32::MAX as u64 || g[1] > 65535 || g[2] > 65535 {
+            // Causal portable grids are (heads_q, batch, m-blocks) (geometry.rs): their z limit
+            // caps seq_q at 65535 tiles of tile_m rows.
+            let fix = if spec.causal && g[2] > 65535 && spec.variant.family == Family::Portable {
+                format!(
+                    "causal seq_q {} needs {} blocks of {} query rows (at most 65535); split the \
+                     queries into chunks of at most {} rows, each with the keys up to its last \
+                     row (bottom-right causal)",
+                    shape.seq_q,
+                    g[2],
+                    spec.variant.tile_m,
+                    65535 * spec.variant.tile_m as u64
+                )
+            } else {
+                "split the batch".to_string()
+            };
             return Err(Error::InvalidInput(format!(
-                "grid {g:?} exceeds the device's launch limits; split the batch"
+                "grid {g:?} exceeds the device's launch limits; {fix}"
             )));
         }
         let grid = [g[0] as u32, g[1] as u32, g[2] as u32];

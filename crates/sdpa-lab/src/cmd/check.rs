@@ -2,7 +2,8 @@
 
 use fp8_sdpa::compile::{Compiler, Origin};
 use fp8_sdpa::kernels::registry;
-use fp8_sdpa::{gates, Arch, KernelSpec};
+use fp8_sdpa::variant::HEAD_DIMS;
+use fp8_sdpa::{gates, Arch, KernelSpec, Precision, Variant};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -26,6 +27,11 @@ pub struct Args {
     /// Print only failing rows and a summary per family (for CI logs).
     #[arg(long)]
     pub summary: bool,
+    /// Compile this variant key instead of the registered specs (repeatable), for every
+    /// problem class (precision, head dim, causal) it is valid for on each arch; `--filter`
+    /// still applies. For trying a tile before registering it.
+    #[arg(long = "variant", value_name = "KEY")]
+    pub variants: Vec<String>,
 }
 
 /// One row of the resource table.
@@ -64,6 +70,36 @@ pub fn check_specs(specs: &[KernelSpec], arches: &[Arch], compiler: &Compiler) -
                 .map(move |s| (*s, *a))
         })
         .collect();
+    compile_jobs(&jobs, compiler)
+}
+
+/// The specs `check --variant` compiles: each variant (registered or not) over every problem
+/// class, paired with each arch whose rules accept it.
+pub fn variant_jobs(variants: &[Variant], arches: &[Arch]) -> Vec<(KernelSpec, Arch)> {
+    let mut jobs = Vec::new();
+    for variant in variants {
+        for precision in Precision::ALL {
+            for head_dim in HEAD_DIMS {
+                for causal in [false, true] {
+                    let spec = KernelSpec {
+                        variant: *variant,
+                        precision,
+                        head_dim,
+                        causal,
+                    };
+                    for arch in arches {
+                        if spec.validate(*arch).is_ok() {
+                            jobs.push((spec, *arch));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    jobs
+}
+
+fn compile_jobs(jobs: &[(KernelSpec, Arch)], compiler: &Compiler) -> Vec<Row> {
     jobs.par_iter()
         .map(|(spec, arch)| match compiler.compile(spec, *arch) {
             Ok(c) => Row {
@@ -146,9 +182,48 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
     } else {
         Compiler::new()?
     };
-    let specs = super::matching(registry::registered(), a.filter.as_deref());
     let t0 = std::time::Instant::now();
-    let rows = check_specs(&specs, &arches, &compiler);
+    let (specs, rows) = if a.variants.is_empty() {
+        let specs = super::matching(registry::registered(), a.filter.as_deref());
+        let rows = check_specs(&specs, &arches, &compiler);
+        (specs, rows)
+    } else {
+        let variants = a
+            .variants
+            .iter()
+            .map(|k| k.parse::<Variant>())
+            .collect::<fp8_sdpa::Result<Vec<_>>>()?;
+        let jobs: Vec<(KernelSpec, Arch)> = variant_jobs(&variants, &arches)
+            .into_iter()
+            .filter(|(s, _)| a.filter.as_deref().is_none_or(|f| s.key().contains(f)))
+            .collect();
+        // A variant no class accepts: its rule, as validated for the first class and arch.
+        for v in &variants {
+            if !jobs.iter().any(|(s, _)| s.variant == *v) {
+                let spec = KernelSpec {
+                    variant: *v,
+                    precision: Precision::F16,
+                    head_dim: HEAD_DIMS[0],
+                    causal: false,
+                };
+                let reason = match spec.validate(arches[0]) {
+                    Err(e) => format!(
+                        "no (precision, head dim, causal) class accepts it on {}; for f16 d{} \
+                         non-causal: {e}",
+                        a.arch, HEAD_DIMS[0]
+                    ),
+                    Ok(()) => format!("--filter {:?} leaves none of its specs", a.filter),
+                };
+                return Err(fp8_sdpa::Error::InvalidVariant {
+                    key: v.key(),
+                    reason,
+                });
+            }
+        }
+        let mut specs: Vec<KernelSpec> = jobs.iter().map(|(s, _)| *s).collect();
+        specs.dedup();
+        (specs, compile_jobs(&jobs, &compiler))
+    };
     if a.summary {
         let failing: Vec<Row> = rows
             .iter()
