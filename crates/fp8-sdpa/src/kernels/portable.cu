@@ -1419,12 +1419,17 @@ __device__ __forceinline__ void run_role(u8* smem, const SdpaParams& p) {
             else consume(smem, p, w, it);
         }
     } else {
-        // Causal: grid (heads_q, batch, m_blocks), m-block gridDim.z - 1 - blockIdx.z, so that
-        // blocks are dispatched in causal order (see causal_work_at). From the block indices
-        // rather than by dividing a 1-D index: ptxas re-reads those where it would keep the
-        // quotients live (the 1-D grid made a registered D64 tile spill 170 bytes).
-        const Work w = CAUSAL ? make_work(p, int(gridDim.z) - 1 - int(blockIdx.z), blockIdx.x, blockIdx.y)
-                              : make_work(p, blockIdx.x, blockIdx.y, blockIdx.z);
+        // Causal: grid (heads_q, G, sections · m_blocks) over sections of G batches (the last
+        // one ragged): section blockIdx.z / m_blocks, its m-blocks heaviest first, and heads
+        // and batches fastest (see causal_work_at and geometry.rs).
+        Work w;
+        if constexpr (CAUSAL) {
+            const int z = blockIdx.z, section = z / m_blocks, b = section * int(gridDim.y) + int(blockIdx.y);
+            if (b >= p.batch) return;
+            w = make_work(p, m_blocks - 1 - (z - section * m_blocks), blockIdx.x, b);
+        } else {
+            w = make_work(p, blockIdx.x, blockIdx.y, blockIdx.z);
+        }
         if constexpr (PRODUCER) produce(smem, p, w, it);
         else consume(smem, p, w, it);
     }

@@ -22,6 +22,9 @@ pub fn registered() -> Vec<KernelSpec> {
                     continue;
                 }
                 for causal in [false, true] {
+                    if causal && NON_CAUSAL_ONLY.contains(&variant.key().as_str()) {
+                        continue;
+                    }
                     out.push(KernelSpec {
                         variant,
                         precision,
@@ -55,6 +58,11 @@ const HOPPER_ONLY: &[&str] = &[
     KV8_STREAM_D64,
     KV8_STREAM_D64_SMALL,
 ];
+
+/// Variants registered without their causal specs: round 6's D64 8-bit tile spills 160 bytes
+/// under causal since round 12's causal grid (its batch index is computed, no longer read from
+/// `blockIdx`, and it had no register left); it is kept for non-causal comparison only.
+const NON_CAUSAL_ONLY: &[&str] = &[KV8_D64_ROUND6];
 
 /// The Hopper tiles for 8-bit K/V (see [`default_variant`] and [`default_variant_for_shape`]):
 /// 8 warps x 32 rows with decoupled sync; at D64 128 keys per copy in two 64-key half steps,

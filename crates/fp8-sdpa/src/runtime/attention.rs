@@ -165,7 +165,7 @@ impl Device {
         };
         spec.validate(self.info().arch)?;
         let kernel = self.kernel(&spec)?;
-        let g = geometry::grid(&spec, &shape, self.info().sm_count);
+        let g = geometry::grid(&spec, &shape, self.info().sm_count, self.info().l2_bytes);
         if g[0] > i32::MAX as u64 || g[1] > 65535 || g[2] > 65535 {
             // Causal portable grids are (heads_q, batch, m-blocks) (geometry.rs): their z limit
             // caps seq_q at 65535 tiles of tile_m rows.
