@@ -251,3 +251,59 @@ fn shipped_defaults_match_the_cpu_reference_through_dispatch() {
         }
     }
 }
+
+#[test]
+#[ignore = "needs a GPU"]
+fn causal_batch_sections_match_the_cpu_reference() {
+    // K/V of 1/7.5 of the L2 per batch: 2 batches per causal section, so 5 batches make the
+    // sections {0, 1}, {2, 3} and a ragged {4} (geometry.rs), each heaviest m-block first.
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    let l2 = dev.info().l2_bytes as usize;
+    for (i, p) in [Precision::F16, Precision::Fp8KvBf16]
+        .into_iter()
+        .enumerate()
+    {
+        let kv_row = 2 * 128 * p.kv().size(); // K and V bytes per key (one kv head, D128)
+        let seq_kv = l2 * 2 / (15 * kv_row);
+        let host = case(
+            p,
+            (5, 200, seq_kv, 2, 1, 128),
+            true,
+            Layout::Bhsd,
+            40 + i as u64,
+        );
+        let params = AttnParams::default_for(128, true);
+        let r = host.reference_dequantized(params.scale as f64).unwrap();
+        let mut dc = DeviceCase::upload(&stream, &host).unwrap();
+        let opts = CallOptions {
+            kernel: KernelChoice::Auto,
+            check_descales: true,
+        };
+        let out = dc.run(&dev, &stream, &host, params, opts).unwrap();
+        let spec = out.launched.spec;
+        assert!(
+            !spec.variant.persistent,
+            "{}: not the sectioned grid",
+            spec.key()
+        );
+        let g = fp8_sdpa::kernels::geometry::causal_batch_group(&spec, &host.spec.shape, l2 as u64);
+        assert_eq!(g, 2, "{}: seq_kv {seq_kv}", spec.key());
+        let v = judge(
+            p,
+            &out,
+            &r,
+            None,
+            false,
+            dc.inputs_unchanged(&stream).unwrap(),
+        )
+        .unwrap();
+        assert!(
+            v.failures.is_empty(),
+            "{} {:?}: {:?}",
+            spec.key(),
+            host.spec.shape,
+            v.failures
+        );
+    }
+}

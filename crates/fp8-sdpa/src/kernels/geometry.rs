@@ -18,9 +18,13 @@ const L2_SHARE: u64 = 3;
 /// batches of 8 MB or less were within 1-2 % of the best everywhere.
 pub fn causal_batch_group(spec: &KernelSpec, shape: &AttnShape, l2_bytes: u64) -> u64 {
     let batch = shape.batch.max(1) as u64;
-    let kv_bytes = 2 * (shape.seq_kv * shape.heads_kv * shape.head_dim) as u64 * spec.precision.kv().size() as u64;
+    let kv_bytes = 2
+        * (shape.seq_kv * shape.heads_kv * shape.head_dim) as u64
+        * spec.precision.kv().size() as u64;
     let fit = (l2_bytes / L2_SHARE / kv_bytes.max(1)).clamp(1, batch);
-    let m_blocks = (shape.seq_q as u64).div_ceil(spec.variant.tile_m.max(1) as u64).max(1);
+    let m_blocks = (shape.seq_q as u64)
+        .div_ceil(spec.variant.tile_m.max(1) as u64)
+        .max(1);
     let max_sections = (65535 / m_blocks).max(1);
     fit.max(batch.div_ceil(max_sections)).min(batch)
 }
@@ -58,7 +62,11 @@ pub fn grid(spec: &KernelSpec, shape: &AttnShape, sm_count: u32, l2_bytes: u64) 
         ]
     } else if spec.causal && v.family == Family::Portable {
         let g = causal_batch_group(spec, shape, l2_bytes);
-        [shape.heads_q as u64, g, (shape.batch as u64).div_ceil(g) * m_blocks]
+        [
+            shape.heads_q as u64,
+            g,
+            (shape.batch as u64).div_ceil(g) * m_blocks,
+        ]
     } else {
         [m_blocks, shape.heads_q as u64, shape.batch as u64]
     }
@@ -112,7 +120,10 @@ mod tests {
             assert!(seen.insert((mb, hq, b)), "tile {:?} twice", (mb, hq, b));
             // Heaviest first within a section (sections: batches 0-1, 2-3, 4).
             if let Some(&(next_mb, _, next_b)) = blocks.get(i + 1) {
-                assert!(next_b / 2 > b / 2 || next_mb <= mb, "block {i}: m-block {next_mb} after {mb}");
+                assert!(
+                    next_b / 2 > b / 2 || next_mb <= mb,
+                    "block {i}: m-block {next_mb} after {mb}"
+                );
             }
         }
         assert_eq!(seen.len(), 8 * 16 * 5);
@@ -137,7 +148,10 @@ mod tests {
         // 8-bit K/V: half the bytes, twice the batches.
         assert_eq!(causal_batch_group(&kv8, &fa(1024), H100_L2), 4);
         // Never more than the batch.
-        assert_eq!(causal_batch_group(&f16, &AttnShape::new(1, 64, 64, 1, 1, 64), H100_L2), 1);
+        assert_eq!(
+            causal_batch_group(&f16, &AttnShape::new(1, 64, 64, 1, 1, 64), H100_L2),
+            1
+        );
         // Many batches of many m-blocks, on a small L2 (one batch's K/V does not fit): the
         // group grows until z fits 65535 (64 m-blocks: at most 1023 sections).
         let long = AttnShape::new(4096, 8192, 8192, 1, 1, 64);
