@@ -241,6 +241,10 @@ fn record_passed(v: &Value) -> Option<bool> {
             return Some(b);
         }
     }
+    // A summary record counts its failures (verify.json's per-spec summary: runs, failed).
+    if let Some(n) = v.get("failed").and_then(Value::as_u64) {
+        return Some(n == 0);
+    }
     let s = v
         .get("status")
         .and_then(Value::as_str)?
@@ -674,4 +678,29 @@ fn suite_section(
         );
     }
     out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::record_passed;
+    use serde_json::json;
+
+    #[test]
+    fn verdicts_from_flags_statuses_and_failure_counts() {
+        assert_eq!(record_passed(&json!({"passed": true})), Some(true));
+        assert_eq!(
+            record_passed(&json!({"status": "failed: spill"})),
+            Some(false)
+        );
+        // verify.json's per-spec summary: a failure count, no flag.
+        assert_eq!(
+            record_passed(&json!({"spec": "x", "runs": 10, "failed": 0})),
+            Some(true)
+        );
+        assert_eq!(
+            record_passed(&json!({"spec": "x", "runs": 10, "failed": 2})),
+            Some(false)
+        );
+        assert_eq!(record_passed(&json!({"spec": "x"})), None);
+    }
 }
