@@ -30,5 +30,4 @@ struct SdpaParams {
     int kv_descale_stride_b;  // 0 (broadcast over batch) or heads_kv
     float scale;              // softmax scale
     float scale_log2;         // scale * log2(e): scores are kept in base 2
-    int causal_group;         // causal: batches per section of the work order (geometry.rs), >= 1
 };

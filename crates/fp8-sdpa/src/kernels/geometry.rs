@@ -43,9 +43,9 @@ pub fn causal_batch_group(spec: &KernelSpec, shape: &AttnShape, l2_bytes: u64) -
 ///   `tiles = ceil(seq_q / tile_m) * heads_q * batch`; block `i` takes tiles `i, i + grid, ...`
 ///   and decodes a tile index `t` as `m_block = t % m_blocks`, `hq = (t / m_blocks) % heads_q`,
 ///   `b = t / (m_blocks * heads_q)`, with `m_block` reversed (heaviest first) under causal;
-///   persistent decoupled sync under causal takes the same sections of `G` batches
-///   (`SdpaParams::causal_group`), in order, each with m-blocks slowest, heaviest first, then
-///   heads, then the section's batches (portable.cu's `causal_work_at`).
+///   persistent decoupled sync under causal has m-blocks vary slowest, heaviest first:
+///   `m_block = m_blocks - 1 - t / (heads_q * batch)`, `hq = t % heads_q`,
+///   `b = (t / heads_q) % batch` (portable.cu's `work_at`).
 pub fn grid(spec: &KernelSpec, shape: &AttnShape, sm_count: u32, l2_bytes: u64) -> [u64; 3] {
     let v = &spec.variant;
     let rows_per_block = match v.family {
@@ -101,51 +101,6 @@ mod tests {
             }
         }
         out
-    }
-
-    /// portable.cu's `causal_work_at` (persistent streams): work tile t's (m_block, hq, b).
-    fn causal_work_at(
-        t: u64,
-        m_blocks: u64,
-        heads: u64,
-        batch: u64,
-        group: u64,
-    ) -> (u64, u64, u64) {
-        let per = m_blocks * heads * group;
-        let (section, r) = (t / per, t % per);
-        let b0 = section * group;
-        let hb = heads * group.min(batch - b0);
-        let q = r % hb;
-        (m_blocks - 1 - r / hb, q % heads, b0 + q / heads)
-    }
-
-    #[test]
-    fn stream_work_order_covers_every_tile_once_heaviest_first_per_section() {
-        // 5 batches in sections of 2 (the last ragged), 3 heads, 4 m-blocks.
-        let (m_blocks, heads, batch, group) = (4, 3, 5, 2);
-        let mut seen = std::collections::HashSet::new();
-        let mut last = (0, u64::MAX);
-        for t in 0..m_blocks * heads * batch {
-            let (mb, hq, b) = causal_work_at(t, m_blocks, heads, batch, group);
-            assert!(
-                mb < m_blocks && hq < heads && b < batch,
-                "tile {t}: {:?}",
-                (mb, hq, b)
-            );
-            assert!(
-                seen.insert((mb, hq, b)),
-                "tile {t}: {:?} twice",
-                (mb, hq, b)
-            );
-            let section = b / group;
-            assert!(
-                section > last.0 || mb <= last.1,
-                "tile {t}: m-block {mb} after {}",
-                last.1
-            );
-            last = (section, mb);
-        }
-        assert_eq!(seen.len() as u64, m_blocks * heads * batch);
     }
 
     const H100_L2: u64 = 50 << 20;

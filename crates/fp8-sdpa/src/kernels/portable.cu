@@ -1139,19 +1139,19 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
 }
 
 // ---- persistent decoupled sync: one K/V stream per block ----------------------------------
-// Work tile t in causal order (geometry.rs): sections of p.causal_group batches (the last one
-// ragged) in order, whose K/V fit a third of the L2; within a section m-blocks vary slowest,
-// heaviest first, so that every head's heaviest block is dispatched before any lighter one
-// (longest processing time first: the tail holds the lightest tiles), then heads, then the
-// section's batches. Non-persistent causal blocks follow this order through their 3-D grid
-// (run_role). For the stream it also makes every block's run of work tiles get lighter at the
-// same pace (with m-blocks fastest and a grid that is a multiple of m_blocks, a block would
-// get the same m-block every time). Measured on the H100 (round 12, non-persistent tiles,
-// against m-blocks fastest per head): causal S 1k-4k at D128 and D256 +7 to +13 %.
+// Work tile t in causal order (geometry.rs): m-blocks vary slowest, heaviest first, so that
+// every head's heaviest block is dispatched before any lighter one (longest processing time
+// first: the tail holds the lightest tiles). Non-persistent causal blocks follow this order
+// within sections of batches whose K/V fit in L2, through their 3-D grid (run_role); measured
+// on the H100 (round 12) against m-blocks fastest per head: causal S 1k-4k at D128 and D256
+// +7 to +13 %. The stream takes it over the whole batch: it makes every block's run of work
+// tiles get lighter at the same pace (with m-blocks fastest and a grid that is a multiple of
+// m_blocks, a block would get the same m-block every time). Sections did not help the stream
+// (round 12, run 68: equal at D64 S 512-2k, 9 % slower at S 4k, where each block's static
+// share of every section starts on heavy tiles).
 __device__ __forceinline__ Work causal_work_at(const SdpaParams& p, int t, int m_blocks) {
-    const int per = m_blocks * p.heads_q * p.causal_group, section = t / per, r = t - section * per;
-    const int b0 = section * p.causal_group, hb = p.heads_q * min(p.causal_group, p.batch - b0), q = r % hb;
-    return make_work(p, m_blocks - 1 - r / hb, q % p.heads_q, b0 + q / p.heads_q);
+    const int hb = p.heads_q * p.batch, r = t % hb;
+    return make_work(p, m_blocks - 1 - t / hb, r % p.heads_q, r / p.heads_q);
 }
 
 // Work tile t of a persistent block: m-blocks vary fastest (the blocks of one head run

@@ -36,7 +36,6 @@ pub struct SdpaParams {
     pub kv_descale_stride_b: i32,
     pub scale: f32,
     pub scale_log2: f32,
-    pub causal_group: i32,
 }
 
 // SAFETY: plain-old-data with C layout, mirrored by the CUDA struct; passed by value.
@@ -48,7 +47,7 @@ mod tests {
 
     #[test]
     fn layout_matches_the_cuda_struct() {
-        // 8 pointers + 12 strides (8 bytes each) + 7 ints + 2 floats + 1 int = 160 + 40 = 200.
+        // 8 pointers + 12 strides (8 bytes each) + 7 ints + 2 floats = 160 + 36 = 196, padded to 8.
         assert_eq!(std::mem::size_of::<SdpaParams>(), 200);
         assert_eq!(std::mem::align_of::<SdpaParams>(), 8);
         let p = SdpaParams::default();
@@ -56,6 +55,5 @@ mod tests {
         assert_eq!(&p.q_stride_b as *const _ as usize - base, 64);
         assert_eq!(&p.batch as *const _ as usize - base, 160);
         assert_eq!(&p.scale_log2 as *const _ as usize - base, 192);
-        assert_eq!(&p.causal_group as *const _ as usize - base, 196);
     }
 }

@@ -229,7 +229,6 @@ impl Device {
             kv_descale_stride_b: ds(&a.k_descale).1,
             scale: a.params.scale,
             scale_log2: a.params.scale * std::f32::consts::LOG2_E,
-            causal_group: geometry::causal_batch_group(&spec, &shape, self.info().l2_bytes) as i32,
         };
         if a.k_descale.as_ref().map(|d| d.batch_stride)
             != a.v_descale.as_ref().map(|d| d.batch_stride)
