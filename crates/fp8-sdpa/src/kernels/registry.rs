@@ -263,6 +263,14 @@ pub fn default_variant_for_shape(
     if causal && hopper_kv8 && shape.seq_q >= from {
         base = default_variant(arch, precision, head_dim, false);
     }
+    // FP8-KV D64 causal from S 8k: the non-persistent 256-row tile rather than its stream.
+    // Since round 12's causal batch sections (non-persistent grids only) it wins there: run 70,
+    // fp8kv_f16 / fp8kv_bf16 (two rounds, same run), S 8k 335.6 / 326.4 TFLOPS against the
+    // stream's 324.2 / 319.4, S 16k 349.7 / 343.4 against 336.1 / 329.1; at S 4k the stream
+    // stays 0.6-1.5 % ahead (309.8 / 305.7 against 307.8 / 301.1).
+    if causal && hopper_kv8 && precision.is_fp8_kv() && head_dim == 64 && shape.seq_q >= 8192 {
+        base = v(KV8_D64);
+    }
     // D128, 8-bit K/V, non-causal below S 2k: the stream variant of the 256-row tile, whose
     // prologue and tail weigh most on short work tiles (round 8: +0.8 and +0.9 % at S 1k in
     // runs 28 and 30; from S 4k it was 1.4-3.7 % slower, so only here).
@@ -552,12 +560,23 @@ mod tests {
             assert_eq!(at(&long), default_variant(Arch::Sm90a, p, d as u32, false));
             assert_eq!(at(&long).sync, SyncPolicy::Decoupled);
             // Round 8: FP8-KV at D64 streams (persistent decoupled) at every length; at D128
-            // only non-causal below S 2k.
+            // only non-causal below S 2k. Round 12: not causal D64 from S 8k.
             let plain = |s: &AttnShape| default_variant_for_shape(Arch::Sm90a, p, s, false, 132);
             assert_eq!(at(&short).persistent, d == 64);
             assert!(plain(&short).persistent);
             assert_eq!(plain(&long).persistent, d == 64);
             assert_eq!(at(&long).persistent, d == 64);
+            let longer = AttnShape {
+                batch: 2,
+                seq_q: 8192,
+                seq_kv: 8192,
+                ..short
+            };
+            assert!(!at(&longer).persistent);
+            assert_eq!(plain(&longer).persistent, d == 64);
+            if d == 64 {
+                assert_eq!(at(&longer).key(), KV8_D64);
+            }
         }
         // Full FP8 (8-bit Q) keeps the round-7 tiles.
         let full = default_variant_for_shape(Arch::Sm90a, Precision::Fp8, &big, false, 132);
