@@ -162,7 +162,7 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
     let fp8kv = precision.is_fp8_kv();
     let key = match (arch_class(arch), head_dim) {
         // FP8-KV at D64 (16-bit Q): persistent decoupled sync, one K/V stream per block, Q in
-        // registers. Non-causal (and causal at S 4k-8k): the 256-row 128-key tile, whose
+        // registers. Non-causal (and causal from S 4k to below 8k): the 256-row 128-key tile, whose
         // per-work-tile prologue and tail the stream overlaps; measured on the H100 (round 8,
         // run 30, fp8kv_f16) 320 / 349 / 356 TFLOPS at S 1k / 4k / 16k against 292 / 333 / 344
         // for round 7's m256.n128 and the f16 default's 308 / 320 / 330 in the same run.
