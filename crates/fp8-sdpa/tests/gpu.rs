@@ -5,7 +5,9 @@ use fp8_sdpa::cases::{CaseSpec, HostCase};
 use fp8_sdpa::harness::{judge, DeviceCase};
 use fp8_sdpa::inputs::Distribution;
 use fp8_sdpa::runtime::{Attention, CallOptions, Device, KernelChoice, TensorMut, TensorRef};
-use fp8_sdpa::{codec_check, AttnParams, AttnShape, DType, Error, Layout, Precision, Variant};
+use fp8_sdpa::{
+    codec_check, AttnParams, AttnShape, DType, Error, KernelSpec, Layout, Precision, Variant,
+};
 use std::sync::Arc;
 
 fn device() -> Device {
@@ -31,17 +33,19 @@ fn case(
     .unwrap()
 }
 
+/// Runs `host` with `kernel` (a variant, or dispatch's choice) and asserts it matches the
+/// float64 reference with its inputs unchanged; returns the spec that ran.
 fn check(
     dev: &Device,
     stream: &Arc<cudarc::driver::CudaStream>,
     host: &HostCase,
-    variant: Variant,
-) {
+    kernel: KernelChoice,
+) -> KernelSpec {
     let params = AttnParams::default_for(host.spec.shape.head_dim, host.spec.causal);
     let r = host.reference_dequantized(params.scale as f64).unwrap();
     let mut d = DeviceCase::upload(stream, host).unwrap();
     let opts = CallOptions {
-        kernel: KernelChoice::Variant(variant),
+        kernel,
         check_descales: true,
     };
     let out = d.run(dev, stream, host, params, opts).unwrap();
@@ -54,13 +58,15 @@ fn check(
         d.inputs_unchanged(stream).unwrap(),
     )
     .unwrap();
+    let spec = out.launched.spec;
     assert!(
         v.failures.is_empty(),
         "{} {:?}: {:?}",
-        variant.key(),
+        spec.key(),
         host.spec,
         v.failures
     );
+    spec
 }
 
 #[test]
@@ -79,19 +85,19 @@ fn reference_kernel_matches_the_cpu_reference() {
                 &dev,
                 &stream,
                 &case(p, (2, 37, 61, 4, 2, d), true, layout, i as u64),
-                Variant::reference(),
+                KernelChoice::Variant(Variant::reference()),
             );
             check(
                 &dev,
                 &stream,
                 &case(p, (1, 50, 20, 2, 1, d), true, layout, 9),
-                Variant::reference(),
+                KernelChoice::Variant(Variant::reference()),
             );
             check(
                 &dev,
                 &stream,
                 &case(p, (1, 33, 33, 8, 8, d), false, layout, 3),
-                Variant::reference(),
+                KernelChoice::Variant(Variant::reference()),
             );
         }
     }
@@ -161,7 +167,12 @@ fn concurrent_calls_from_threads_on_their_own_streams() {
             s.spawn(|| {
                 let stream = dev.new_stream().unwrap();
                 for _ in 0..3 {
-                    check(&dev, &stream, &host, Variant::reference());
+                    check(
+                        &dev,
+                        &stream,
+                        &host,
+                        KernelChoice::Variant(Variant::reference()),
+                    );
                 }
             });
         }
@@ -223,30 +234,7 @@ fn shipped_defaults_match_the_cpu_reference_through_dispatch() {
             // A small grid (dispatch's small-tile path) and a full one.
             for shape in [(1, 77, 300, 4, 2, d), (4, 512, 512, 16, 4, d)] {
                 let host = case(p, shape, i % 2 == 0, Layout::Bshd, i as u64);
-                let params = AttnParams::default_for(d, host.spec.causal);
-                let r = host.reference_dequantized(params.scale as f64).unwrap();
-                let mut dc = DeviceCase::upload(&stream, &host).unwrap();
-                let opts = CallOptions {
-                    kernel: KernelChoice::Auto,
-                    check_descales: true,
-                };
-                let out = dc.run(&dev, &stream, &host, params, opts).unwrap();
-                let v = judge(
-                    p,
-                    &out,
-                    &r,
-                    None,
-                    false,
-                    dc.inputs_unchanged(&stream).unwrap(),
-                )
-                .unwrap();
-                assert!(
-                    v.failures.is_empty(),
-                    "{} {:?}: {:?}",
-                    out.launched.spec.key(),
-                    host.spec.shape,
-                    v.failures
-                );
+                check(&dev, &stream, &host, KernelChoice::Auto);
             }
         }
     }
@@ -273,15 +261,7 @@ fn causal_batch_sections_match_the_cpu_reference() {
             Layout::Bhsd,
             40 + i as u64,
         );
-        let params = AttnParams::default_for(128, true);
-        let r = host.reference_dequantized(params.scale as f64).unwrap();
-        let mut dc = DeviceCase::upload(&stream, &host).unwrap();
-        let opts = CallOptions {
-            kernel: KernelChoice::Auto,
-            check_descales: true,
-        };
-        let out = dc.run(&dev, &stream, &host, params, opts).unwrap();
-        let spec = out.launched.spec;
+        let spec = check(&dev, &stream, &host, KernelChoice::Auto);
         assert!(
             !spec.variant.persistent,
             "{}: not the sectioned grid",
@@ -289,21 +269,5 @@ fn causal_batch_sections_match_the_cpu_reference() {
         );
         let g = fp8_sdpa::kernels::geometry::causal_batch_group(&spec, &host.spec.shape, l2 as u64);
         assert_eq!(g, 2, "{}: seq_kv {seq_kv}", spec.key());
-        let v = judge(
-            p,
-            &out,
-            &r,
-            None,
-            false,
-            dc.inputs_unchanged(&stream).unwrap(),
-        )
-        .unwrap();
-        assert!(
-            v.failures.is_empty(),
-            "{} {:?}: {:?}",
-            spec.key(),
-            host.spec.shape,
-            v.failures
-        );
     }
 }

@@ -16,26 +16,28 @@ use crate::variant::{KernelSpec, Variant, HEAD_DIMS};
 pub fn registered() -> Vec<KernelSpec> {
     let mut out = Vec::new();
     for (variant, serves) in registered_variants() {
-        for precision in Precision::ALL {
-            for head_dim in HEAD_DIMS {
-                if !serves(precision, head_dim) {
-                    continue;
-                }
-                for causal in [false, true] {
-                    if causal && NON_CAUSAL_ONLY.contains(&variant.key().as_str()) {
-                        continue;
-                    }
-                    out.push(KernelSpec {
-                        variant,
-                        precision,
-                        head_dim,
-                        causal,
-                    });
-                }
-            }
-        }
+        let causal_too = !NON_CAUSAL_ONLY.contains(&variant.key().as_str());
+        out.extend(
+            specs_of(variant)
+                .filter(|s| serves(s.precision, s.head_dim) && (causal_too || !s.causal)),
+        );
     }
     out
+}
+
+/// `variant` over every problem class (precision, head dim, causal), valid or not, in that
+/// nesting order.
+pub fn specs_of(variant: Variant) -> impl Iterator<Item = KernelSpec> {
+    Precision::ALL.into_iter().flat_map(move |precision| {
+        HEAD_DIMS.into_iter().flat_map(move |head_dim| {
+            [false, true].into_iter().map(move |causal| KernelSpec {
+                variant,
+                precision,
+                head_dim,
+                causal,
+            })
+        })
+    })
 }
 
 /// The registered specs that `arch` can run: [`registered`] less the specs whose shared

@@ -76,27 +76,16 @@ pub fn check_specs(specs: &[KernelSpec], arches: &[Arch], compiler: &Compiler) -
 /// The specs `check --variant` compiles: each variant (registered or not) over every problem
 /// class, paired with each arch whose rules accept it.
 pub fn variant_jobs(variants: &[Variant], arches: &[Arch]) -> Vec<(KernelSpec, Arch)> {
-    let mut jobs = Vec::new();
-    for variant in variants {
-        for precision in Precision::ALL {
-            for head_dim in HEAD_DIMS {
-                for causal in [false, true] {
-                    let spec = KernelSpec {
-                        variant: *variant,
-                        precision,
-                        head_dim,
-                        causal,
-                    };
-                    for arch in arches {
-                        if spec.validate(*arch).is_ok() {
-                            jobs.push((spec, *arch));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    jobs
+    variants
+        .iter()
+        .flat_map(|v| registry::specs_of(*v))
+        .flat_map(|spec| {
+            arches
+                .iter()
+                .filter(move |a| spec.validate(**a).is_ok())
+                .map(move |a| (spec, *a))
+        })
+        .collect()
 }
 
 fn compile_jobs(jobs: &[(KernelSpec, Arch)], compiler: &Compiler) -> Vec<Row> {
