@@ -134,6 +134,14 @@ pub struct Variant {
     /// written before the knob existed, and then off.
     #[serde(default)]
     pub paired_rows: bool,
+    /// Cluster pair (portable, decoupled sync, sm_90a): the block is one CTA of a 2-CTA
+    /// thread-block cluster whose two CTAs own adjacent `tile_m`-row blocks of one (batch,
+    /// head); each copies and decodes half of every 8-bit K/V tile and stores the 16-bit
+    /// result into both CTAs' staging buffers (distributed shared memory), so a decode is
+    /// shared by `2 · tile_m` rows while each CTA stays small enough for two per SM. Absent in
+    /// JSON written before the knob existed, and then off.
+    #[serde(default)]
+    pub cluster_pair: bool,
     /// Persistent blocks looping over a tile queue (else one block per tile); with decoupled
     /// sync, one K/V stream per block across its work tiles.
     pub persistent: bool,
@@ -163,6 +171,7 @@ impl Variant {
             producer_warps: 0,
             half_steps: false,
             paired_rows: false,
+            cluster_pair: false,
             persistent: false,
             fast_exp: false,
             sync: SyncPolicy::Block,
@@ -190,7 +199,7 @@ impl Variant {
     /// A stable, human-readable key that names this variant uniquely and parses back
     /// ([`Variant::from_str`]). Example: `portable.m64.n64.w4.s2.b2.ctlx`. Flags, in this
     /// order: `c` cp.async, `t` tensor-core P·V, `w<n>` n producer warps, `h` half steps,
-    /// `r` paired rows, `p` persistent, `e` fast exp, `l` light or `d` decoupled barriers, `x` swizzle (`-` when
+    /// `r` paired rows, `k` cluster pair, `p` persistent, `e` fast exp, `l` light or `d` decoupled barriers, `x` swizzle (`-` when
     /// none).
     pub fn key(&self) -> String {
         let mut flags = String::new();
@@ -208,6 +217,9 @@ impl Variant {
         }
         if self.paired_rows {
             flags.push('r');
+        }
+        if self.cluster_pair {
+            flags.push('k');
         }
         if self.persistent {
             flags.push('p');
@@ -276,6 +288,17 @@ impl Variant {
         }
         if self.paired_rows && self.family != Family::Portable {
             return fail("paired_rows is a portable-family knob".into());
+        }
+        if self.cluster_pair
+            && (self.family != Family::Portable
+                || self.sync != SyncPolicy::Decoupled
+                || self.persistent)
+        {
+            return fail(
+                "cluster_pair is a portable-family knob for decoupled sync (the peer's arrivals \
+                 count on its DONE barriers), not persistent"
+                    .into(),
+            );
         }
         match self.family {
             Family::Reference => {
@@ -403,6 +426,7 @@ impl FromStr for Variant {
             producer_warps: 0,
             half_steps: false,
             paired_rows: false,
+            cluster_pair: false,
             persistent: false,
             fast_exp: false,
             sync: SyncPolicy::Block,
@@ -428,6 +452,7 @@ impl FromStr for Variant {
                     }
                     'h' => v.half_steps = true,
                     'r' => v.paired_rows = true,
+                    'k' => v.cluster_pair = true,
                     'p' => v.persistent = true,
                     'e' => v.fast_exp = true,
                     'l' => v.sync = SyncPolicy::Light,
@@ -490,6 +515,11 @@ impl KernelSpec {
                 fail("the seeds' simulated-FP8 format is served by the portable family".into())
             }
             Family::Portable => {
+                if self.variant.cluster_pair && arch != Arch::Sm90a {
+                    return fail(format!(
+                        "cluster_pair needs thread-block clusters (sm_90a), not {arch}"
+                    ));
+                }
                 self.decoupled_fits()?;
                 if self.decode_warps() {
                     // portable.cu's DecoderChunks: a thread's chunks per tile in an even number
@@ -547,11 +577,15 @@ impl KernelSpec {
         let nt = v.threads();
         let ch8 = self.head_dim / 16;
         if !self.own_chunks_fit() {
+            let chunks = self.own_rows() * ch8;
             return Err(self.invalid(format!(
-                "decoupled sync deals a tile's {} chunks per K or V evenly over {nt} threads in \
-                 row pairs; pick tile_n and warps so that {nt} divides {}",
-                v.tile_n * ch8,
-                v.tile_n * ch8
+                "decoupled sync deals a tile's {chunks} chunks per K or V{} evenly over {nt} \
+                 threads in row pairs; pick tile_n and warps so that {nt} divides {chunks}",
+                if v.cluster_pair {
+                    " (this CTA's half)"
+                } else {
+                    ""
+                }
             )));
         }
         Ok(())
@@ -579,14 +613,24 @@ impl KernelSpec {
     /// portable.cu's `own_fits(nt)`: a tile's 8-bit chunks deal evenly over `nt` threads in
     /// pairs of rows whose shifts keep the swizzle.
     fn chunks_fit_over(&self, nt: u32) -> bool {
-        let v = &self.variant;
         let ch8 = self.head_dim / 16;
         let pair = 2 * ch8;
         nt > 0
             && pair > 0
-            && (v.tile_n * ch8).is_multiple_of(nt)
+            && (self.own_rows() * ch8).is_multiple_of(nt)
             && nt.is_multiple_of(pair)
             && (2 * nt / pair).is_multiple_of(8)
+    }
+
+    /// K/V rows of a tile that one CTA copies and decodes (portable.cu's `OWN_BN`): half the
+    /// tile for a cluster pair, else all of it.
+    fn own_rows(&self) -> u32 {
+        let v = &self.variant;
+        if v.cluster_pair {
+            v.tile_n / 2
+        } else {
+            v.tile_n
+        }
     }
 
     /// The portable layout must fit the arch's opt-in shared memory.
@@ -622,7 +666,12 @@ impl KernelSpec {
                 let pad = if v.swizzle { 0 } else { 16 };
                 let row16 = d * 2 + pad;
                 let kv8 = self.precision.kv_is_8bit();
-                let kv_tile = v.tile_n * if kv8 { d } else { row16 };
+                // An 8-bit ring slot holds the CTA's own rows (half the tile for a cluster pair).
+                let kv_tile = if kv8 {
+                    self.own_rows() * d
+                } else {
+                    v.tile_n * row16
+                };
                 let pipe_decode = kv8 && !v.warp_spec && v.stages >= 2 && d <= 128;
                 let ring1 = kv8
                     && d == 256
@@ -689,6 +738,7 @@ impl KernelSpec {
             ("SDPA_PRODUCER_WARPS".into(), v.producer_warps.to_string()),
             ("SDPA_HALF_STEPS".into(), b(v.half_steps)),
             ("SDPA_PAIRED_ROWS".into(), b(v.paired_rows)),
+            ("SDPA_CLUSTER_PAIR".into(), b(v.cluster_pair)),
             ("SDPA_PERSISTENT".into(), b(v.persistent)),
             ("SDPA_FAST_EXP".into(), b(v.fast_exp)),
             ("SDPA_SYNC_POLICY".into(), v.sync.code().to_string()),
@@ -721,7 +771,7 @@ mod tests {
             prop::sample::select(vec![16u32, 32, 64, 128, 256]),
             1u32..=16,
             1u32..=4,
-            any::<[bool; 9]>(),
+            any::<[bool; 10]>(),
             0u32..=4,
             1u32..=4,
         )
@@ -738,6 +788,7 @@ mod tests {
                     producer_warps: producers,
                     half_steps: f[7],
                     paired_rows: f[8],
+                    cluster_pair: f[9],
                     persistent: f[3],
                     fast_exp: f[4],
                     sync: match (f[5], f[2]) {
@@ -795,9 +846,9 @@ mod tests {
         let d = s.defines();
         let names: std::collections::HashSet<_> = d.iter().map(|(n, _)| n.clone()).collect();
         assert_eq!(names.len(), d.len(), "duplicate define");
-        // 16 variant fields + head dim + causal + 4 types, and the shared-memory total the
+        // 17 variant fields + head dim + causal + 4 types, and the shared-memory total the
         // portable kernel checks its layout against (derived, not a field).
-        assert_eq!(d.len(), 23);
+        assert_eq!(d.len(), 24);
         assert!(d.contains(&("SDPA_Q_T".into(), "e4m3_t".into())));
         assert!(d.contains(&("SDPA_O_T".into(), "bf16_t".into())));
     }

@@ -271,3 +271,35 @@ fn causal_batch_sections_match_the_cpu_reference() {
         assert_eq!(g, 2, "{}: seq_kv {seq_kv}", spec.key());
     }
 }
+
+#[test]
+#[ignore = "needs a GPU"]
+fn cluster_pairs_match_the_cpu_reference() {
+    // Three 128-row blocks: the second pair's rank-1 CTA has no real row but still copies and
+    // decodes its half of every tile for its peer. GQA, seq_q != seq_kv, causal and not.
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    let variants = [
+        (128, "portable.m128.n32.w4.s3.b2.ctrkedx"),
+        (64, "portable.m128.n64.w4.s4.b2.ctrkedx"),
+    ];
+    for (i, (d, key)) in variants.into_iter().enumerate() {
+        for (j, p) in [Precision::Fp8KvF16, Precision::Fp8]
+            .into_iter()
+            .enumerate()
+        {
+            for causal in [false, true] {
+                let host = case(
+                    p,
+                    (2, 300, 333, 4, 2, d),
+                    causal,
+                    if j == 0 { Layout::Bshd } else { Layout::Bhsd },
+                    50 + 4 * i as u64 + 2 * j as u64 + causal as u64,
+                );
+                let v: Variant = key.parse().unwrap();
+                let spec = check(&dev, &stream, &host, KernelChoice::Variant(v));
+                assert!(spec.variant.cluster_pair, "{}", spec.key());
+            }
+        }
+    }
+}

@@ -22,11 +22,20 @@ pub fn causal_batch_group(spec: &KernelSpec, shape: &AttnShape, l2_bytes: u64) -
         * (shape.seq_kv * shape.heads_kv * shape.head_dim) as u64
         * spec.precision.kv().size() as u64;
     let fit = (l2_bytes / L2_SHARE / kv_bytes.max(1)).clamp(1, batch);
-    let m_blocks = (shape.seq_q as u64)
-        .div_ceil(spec.variant.tile_m.max(1) as u64)
-        .max(1);
+    let m_blocks = (shape.seq_q as u64).div_ceil(rows_per_work(spec)).max(1);
     let max_sections = (65535 / m_blocks).max(1);
     fit.max(batch.div_ceil(max_sections)).min(batch)
+}
+
+/// Query rows per unit of the grid's m-block axis: a block's `tile_m`, a cluster pair's two
+/// blocks' `2 · tile_m`, the reference kernel's `warps`.
+fn rows_per_work(spec: &KernelSpec) -> u64 {
+    let v = &spec.variant;
+    match v.family {
+        Family::Reference => v.warps as u64,
+        _ if v.cluster_pair => 2 * v.tile_m as u64,
+        _ => v.tile_m.max(1) as u64,
+    }
 }
 
 /// Grid dimensions `[x, y, z]` for `spec` on `shape`, on a device with `sm_count` SMs and
@@ -45,14 +54,17 @@ pub fn causal_batch_group(spec: &KernelSpec, shape: &AttnShape, l2_bytes: u64) -
 ///   `b = t / (m_blocks * heads_q)`, with `m_block` reversed (heaviest first) under causal;
 ///   persistent decoupled sync under causal has m-blocks vary slowest, heaviest first:
 ///   `m_block = m_blocks - 1 - t / (heads_q * batch)`, `hq = t % heads_q`,
-///   `b = (t / heads_q) % batch` (portable.cu's `work_at`).
+///   `b = (t / heads_q) % batch` (portable.cu's `work_at`);
+/// - portable cluster pair: as non-persistent, with m-blocks counted in pairs of `tile_m`-row
+///   blocks and x doubled: `(2 · pairs, heads_q, batch)`, block x at m-block x; under causal
+///   `(2 · heads_q, G, ceil(batch / G) · pairs)`, block x of head `x / 2` at m-block
+///   `2 · (pairs - 1 - z % pairs) + x % 2`. The two CTAs of a cluster are x = 2i, 2i + 1.
 pub fn grid(spec: &KernelSpec, shape: &AttnShape, sm_count: u32, l2_bytes: u64) -> [u64; 3] {
     let v = &spec.variant;
-    let rows_per_block = match v.family {
-        Family::Reference => v.warps as u64,
-        _ => v.tile_m as u64,
-    };
-    let m_blocks = (shape.seq_q as u64).div_ceil(rows_per_block);
+    // Cluster pairs: m_blocks counts pairs of blocks, and x holds the pair's two CTAs
+    // (x = 2 · m-block pair, or 2 · head under causal; rank = x % 2).
+    let m_blocks = (shape.seq_q as u64).div_ceil(rows_per_work(spec));
+    let pair = if v.cluster_pair { 2 } else { 1 };
     if v.persistent {
         let tiles = m_blocks * shape.heads_q as u64 * shape.batch as u64;
         [
@@ -63,12 +75,12 @@ pub fn grid(spec: &KernelSpec, shape: &AttnShape, sm_count: u32, l2_bytes: u64) 
     } else if spec.causal && v.family == Family::Portable {
         let g = causal_batch_group(spec, shape, l2_bytes);
         [
-            shape.heads_q as u64,
+            pair * shape.heads_q as u64,
             g,
             (shape.batch as u64).div_ceil(g) * m_blocks,
         ]
     } else {
-        [m_blocks, shape.heads_q as u64, shape.batch as u64]
+        [pair * m_blocks, shape.heads_q as u64, shape.batch as u64]
     }
 }
 

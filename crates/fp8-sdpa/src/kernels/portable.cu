@@ -28,6 +28,7 @@
 // Grid (geometry.rs): non-persistent (ceil(seq_q / TILE_M), heads_q, batch), and under causal
 // (heads_q, batch, m_blocks) in causal order (causal_work_at); persistent (n, 1, 1) blocks
 // striding over tile indices (work_at). All visit the heaviest m-blocks first under causal.
+// Cluster pairs (CLUSTER) double x: the pair's two CTAs are x = 2i and 2i + 1 (see run_role).
 #include "prims.cuh"
 #include "abi.cuh"
 
@@ -95,7 +96,20 @@ typedef Tile16<D * 2, SWZ> T16;         // 16-bit tiles: Q, K/V (16-bit inputs),
 constexpr int ROW16 = T16::STRIDE;
 constexpr int CH16 = D * 2 / 16;         // 16-byte chunks per 16-bit row
 constexpr int CH8 = D / 16;              // 16-byte chunks per 8-bit row (dense rows)
-constexpr int KV_TILE = BN * (KV8 ? D : ROW16);
+// Cluster pair (sm_90, decoupled sync): two CTAs of a 2-CTA cluster own adjacent BM-row
+// blocks of one (batch, head) and share the decode of every K/V tile: CTA r copies and decodes
+// K/V rows [r·BN/2, (r + 1)·BN/2) of each tile and stores the 16-bit result into its own
+// staging buffer and, through distributed shared memory, into the peer's. So each CTA decodes
+// half of what it computes from (as a 256-row block does at 128 rows per CTA), yet the CTAs are
+// 128-row blocks that the SMs hold two at a time, one's prologue, diagonal and tail beside
+// another's loop. DONE[b] then counts both CTAs' threads: local arrivals and the peer's remote
+// ones (release at cluster scope, waited on with acquire at cluster scope).
+constexpr bool CLUSTER = SDPA_CLUSTER_PAIR != 0;
+constexpr int OWN_BN = CLUSTER ? BN / 2 : BN;  // K/V rows of a tile this CTA copies and decodes
+// An 8-bit ring slot holds this CTA's OWN_BN rows; a 16-bit one the whole tile.
+constexpr int KV_TILE = KV8 ? OWN_BN * D : BN * ROW16;
+// Bytes of a tile the peer stores into this CTA's staging buffer: its OWN_BN rows of K and V.
+constexpr u32 CLUSTER_TX = 2 * OWN_BN * D * 2;
 // Pipelined decode (8-bit K/V, no warp specialization, >= 2 stages, D <= 128): tile j + 1 is
 // decoded into the other of two staging buffers right after tile j's barrier, then tile j is
 // computed: one barrier per tile, and one warp's decode overlaps the others' mma. D 256 keeps
@@ -104,7 +118,7 @@ constexpr bool PIPE_DECODE = KV8 && !WS && STAGES >= 2 && D <= 128;
 // Whether a K/V tile's 16-byte 8-bit chunks deal evenly over nt threads in row pairs (see
 // OwnChunks), so that each thread can copy and decode its own chunks.
 constexpr bool own_fits(int nt) {
-    return nt > 0 && (BN * CH8) % nt == 0 && nt % (2 * CH8) == 0 && (2 * nt / (2 * CH8)) % 8 == 0;
+    return nt > 0 && (OWN_BN * CH8) % nt == 0 && nt % (2 * CH8) == 0 && (2 * nt / (2 * CH8)) % 8 == 0;
 }
 // Decode warps (8-bit K/V, warp specialization with one stage, where the producers' threads
 // can own the chunks): the producer warps load the 8-bit tiles into registers AND decode them
@@ -114,7 +128,7 @@ constexpr bool own_fits(int nt) {
 // specialization with 8-bit K/V keeps the producers' 8-bit ring and the consumers' decode.)
 constexpr bool DECODERS = KV8 && WS && STAGES == 1 && own_fits(PRODUCERS * 32);
 // The threads that own chunks: producers under DECODERS, else the computing threads.
-constexpr int OWN_NT = (DECODERS ? PRODUCERS : CONSUMERS) * 32, OWN_PER_KV = BN * CH8, OWN_PAIR = 2 * CH8;
+constexpr int OWN_NT = (DECODERS ? PRODUCERS : CONSUMERS) * 32, OWN_PER_KV = OWN_BN * CH8, OWN_PAIR = 2 * CH8;
 constexpr bool OWN_FITS = own_fits(OWN_NT);
 // Split decode (8-bit K/V where the pipelined decode does not fit: D 256). K and V halves
 // are decoded in different phases of a tile by the threads that copied the chunks (as under
@@ -208,6 +222,7 @@ static_assert(!WS || (CP_ASYNC && (STAGES >= 2 || DECODERS) && PRODUCERS > 0),
               "warp specialization: cp.async, >= 2 stages (1 with decode warps)");
 static_assert(BAR_EMPTY + STAGES <= 16, "16 hardware barriers");
 static_assert(!PAIRED || (R == 2 && TC_PV && !STREAM), "paired rows: 32 rows per warp, tensor-core P·V, not the stream");
+static_assert(!CLUSTER || (DECOUPLED && !PERSISTENT && !WS), "cluster pair: decoupled sync, not persistent");
 static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && TC_PV),
               "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages");
 }  // namespace cfg
@@ -285,7 +300,9 @@ __device__ __forceinline__ Work make_work(const SdpaParams& p, int mb, int hq, i
     int kv_end = p.seq_kv;
     const int off = p.seq_kv - p.seq_q;
     // Causal: the block's last real row, min(m0 + BM, seq_q) - 1, sees keys up to itself + off.
-    if constexpr (CAUSAL) kv_end = min(w.m0 + BM, p.seq_q) + off;
+    // A cluster pair visits the tiles of its second block's rows (the peer needs this CTA's
+    // half of each), so both CTAs run the same tiles.
+    if constexpr (CAUSAL) kv_end = min((CLUSTER ? (mb | 1) * BM : w.m0) + BM, p.seq_q) + off;
     w.n_tiles = kv_end > 0 ? (kv_end + BN - 1) / BN : 0;
     // Tile j is fully visible to every row of the block iff its last key is < seq_kv and
     // (causal) <= m0 + off, the first row's limit.
@@ -387,11 +404,16 @@ struct OwnChunks {
     static constexpr int NT = OWN_NT, PER_KV = OWN_PER_KV, PAIR = OWN_PAIR;
     static constexpr int COUNT = 2 * PER_KV / NT;  // chunks per thread per tile: K, then V
     static constexpr bool FITS = OWN_FITS;
-    int row0, ch;
+    int row0, ch;  // row0: in this CTA's ring rows
     __device__ __forceinline__ explicit OwnChunks(int tid) {
         const int u = tid % PAIR, t = u & 3, half = (u >> 2) & 1, grp = u >> 3;
         row0 = 2 * (tid / PAIR) + half;
         ch = CH8 >= 8 ? 4 * (grp ^ half) + t : t;
+    }
+    // row0 in the whole tile: a cluster pair's CTA r owns rows [r · OWN_BN, (r + 1) · OWN_BN).
+    __device__ __forceinline__ int trow0() const {
+        if constexpr (CLUSTER) return row0 + int(cluster_rank()) * OWN_BN;
+        else return row0;
     }
 };
 // Chunk i of a thread (i < COUNT) is chunk tid + i·NT of the tile: in K (0) or V (1), and
@@ -421,8 +443,8 @@ struct OwnDecode {
     __device__ __forceinline__ OwnDecode(u8* smem, int slot, int buf, const OwnChunks& oc) {
         s0 = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE) + u32(oc.row0 * D + oc.ch * 16);
         const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
-        d0 = dst + T16::off(oc.row0, 2 * oc.ch);
-        d1 = dst + T16::off(oc.row0, 2 * oc.ch + 1);
+        d0 = dst + T16::off(oc.trow0(), 2 * oc.ch);
+        d1 = dst + T16::off(oc.trow0(), 2 * oc.ch + 1);
     }
     __device__ __forceinline__ u32x4 load(int i) const {
         return lds16(s0 + u32(OWN_WHICH(i) * KV_TILE + OWN_DROW(i) * D));
@@ -434,14 +456,19 @@ struct OwnDecode {
 // that it can sit inside one basic block with the softmax (every registered pipelined spec:
 // 128 or 256 threads; other counts fall back to decode_kv). Chunks [I0, I1) of each thread:
 // all of them, or (split decode) the K half [0, COUNT / 2) or the V half.
-template <int I0 = 0, int I1 = OwnChunks::COUNT>
-__device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int tid) {
+// Cluster pair: the decoded chunks also go to the peer's staging buffer `buf`, with plain
+// remote stores (the prologue, published by a cluster barrier), or with ASYNC st.async that
+// complete their bytes on the peer's mbarrier `peer_bar` (the loop; see consume).
+template <int I0 = 0, int I1 = OwnChunks::COUNT, bool ASYNC = false>
+__device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int tid, u32 peer_bar = 0) {
     if constexpr (KV8 && OwnChunks::FITS) {
         const OwnChunks oc(tid);
         const u32 src = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
         const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
         const u32 s0 = src + u32(oc.row0 * D + oc.ch * 16);
-        const u32 d0 = dst + T16::off(oc.row0, 2 * oc.ch), d1 = dst + T16::off(oc.row0, 2 * oc.ch + 1);
+        const u32 d0 = dst + T16::off(oc.trow0(), 2 * oc.ch), d1 = dst + T16::off(oc.trow0(), 2 * oc.ch + 1);
+        // Cluster pair: the same bytes of the peer's staging buffer.
+        const u32 peer = CLUSTER ? cluster_map(smem_u32(smem), cluster_rank() ^ 1u) - smem_u32(smem) : 0u;
 #pragma unroll
         for (int i = I0; i < I1; ++i) {
             const int which = OWN_WHICH(i), drow = OWN_DROW(i);
@@ -451,6 +478,13 @@ __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int t
             const u32 o = u32(which * BN * ROW16 + drow * ROW16);
             sts16(d0 + o, a);
             sts16(d1 + o, b);
+            if constexpr (CLUSTER && ASYNC) {
+                sts16_async(peer + d0 + o, a, peer_bar);
+                sts16_async(peer + d1 + o, b, peer_bar);
+            } else if constexpr (CLUSTER) {
+                sts16_cluster(peer + d0 + o, a);
+                sts16_cluster(peer + d1 + o, b);
+            }
         }
     } else {
         // Thread counts the pairing does not fit (no registered spec): the generic loop.
@@ -466,7 +500,7 @@ __device__ __forceinline__ void load_kv_own(u8* smem, const SdpaParams& p, const
                                             int slot, const OwnChunks& oc) {
     if constexpr (KV8 && OwnChunks::FITS) {
         const u32 base = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE) + u32(oc.row0 * D + oc.ch * 16);
-        const int r0 = j * BN + oc.row0;
+        const int r0 = j * BN + oc.trow0();
         const long long ks = p.k_stride_s * (long long)sizeof(kv_t), vs = p.v_stride_s * (long long)sizeof(kv_t);
         const u8* kt = k + (long long)r0 * ks + oc.ch * 16;
         const u8* vt = v + (long long)r0 * vs + oc.ch * 16;
@@ -942,6 +976,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     // Prologue: Q (its own cp.async group, the oldest), then the first K/V tiles (0..STAGES-1
     // with the pipelined decode, 0..STAGES-2 otherwise).
     if constexpr (PERSISTENT) consumer_sync();  // the previous work tile is done with smem
+    if constexpr (CLUSTER) cluster_arrive_relaxed();  // this CTA has started (waited for below)
     load_q<NT>(smem, p, w, tid);
     commit();
     const OwnChunks oc(tid);
@@ -956,9 +991,11 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         }
         if constexpr (DECOUPLED) {
             wait_groups<STAGES - 2>();  // Q, tiles 0 and 1 landed
-            if (tid == 0)
+            if (tid == 0) {
 #pragma unroll
-                for (int b = 0; b < STG_BUFS; ++b) mbar_init(done_bar + 8 * b, NT);
+                for (int b = 0; b < STG_BUFS; ++b) mbar_init(done_bar + 8 * b, CLUSTER ? NT + CONSUMERS : NT);
+                if constexpr (CLUSTER) mbar_init_fence_cluster();  // before the peer's first arrive
+            }
         } else {
             wait_groups<STAGES - 1>();  // Q and tile 0 landed
         }
@@ -987,10 +1024,15 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     }
     if constexpr (DECOUPLED) {
         // Tiles 0 and 1 to staging buffers 0 and 1 (own chunks; past the last tile the
-        // decoded bytes are never read), visible to all after one barrier.
+        // decoded bytes are never read), visible to all after one barrier. A cluster pair
+        // first waits until the peer has started (its shared memory is then writable); the
+        // cluster barrier after the decode publishes both halves and the DONE barriers'
+        // initialization to both CTAs.
+        if constexpr (CLUSTER) cluster_wait();
         decode_kv_all(smem, 0, 0, tid);
         decode_kv_all(smem, 1, 1, tid);
-        consumer_sync();
+        if constexpr (CLUSTER) cluster_sync();
+        else consumer_sync();
     } else if constexpr (PIPE_DECODE) {
         if (w.n_tiles > 0) decode_kv(smem, 0, 0, tid, NT);  // visible after the loop's first barrier
     } else if constexpr (RING1) {
@@ -1008,6 +1050,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     }
 
     const u32 stg = smem_u32(smem + OFF_STG);
+    const u32 peer_done = CLUSTER ? cluster_map(done_bar, cluster_rank() ^ 1u) : 0u;
     for (int j = 0; j < w.n_tiles; ++j, ++it) {
         int slot;
         if constexpr (DECOUPLED) {
@@ -1015,6 +1058,8 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             // finished tile j - 2: they decoded tile j during it (buffer j % 4 is complete),
             // and its buffer, (j + 2) % 4, is free for the decode of tile j + 2. A warp waits
             // only for warps more than a tile behind it; no barrier couples the block.
+            // Cluster pair: DONE[b] also waits for the peer's warps to finish tile j - 2 and for
+            // the bytes of its half of tile j (st.async during its tile j - 2).
             if (j >= 2) mbar_wait(done_bar + 8 * ((j - 2) % STG_BUFS), ((j - 2) / STG_BUFS) & 1);
             // Slot j % STAGES held tile j, whose own chunks this thread decoded in tile j - 2.
             // (The wait for tile j + 2's copies sits in the decode hook below.)
@@ -1119,7 +1164,9 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
                     // j + 2 must have landed (this thread's copies: the only ones it decodes).
                     // Waiting here rather than at the tile's top gives the copy half a tile more.
                     if constexpr (DECOUPLED) wait_groups<STAGES - 2>();
-                    decode_kv_all(smem, nslot, nbuf, tid);
+                    // Cluster pair: the peer's copy of tile j + 2 completes on its DONE[j % 4].
+                    if constexpr (CLUSTER) decode_kv_all<0, OwnChunks::COUNT, true>(smem, nslot, nbuf, tid, peer_done + 8 * (j % STG_BUFS));
+                    else decode_kv_all(smem, nslot, nbuf, tid);
                 };
                 if (skip) decode_next();
                 else if (half) compute_tile<PAIRED ? 1 : 0>(ws, ad, smem, 0, ck, cv, k0, masked, row_w, warp, lane, sl2, p, decode_next);
@@ -1131,11 +1178,27 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         }
         if constexpr (DECODERS) mbar_arrive(dec_empty(smem, slot));  // done with staging pair `slot`
         else if constexpr (WS && !KV8) bar_arrive(BAR_EMPTY + slot, WARPS * 32);
-        if constexpr (DECOUPLED) mbar_arrive(done_bar + 8 * (j % STG_BUFS));  // done with tile j
+        if constexpr (CLUSTER) {
+            // Done with tile j: every thread here, one arrival per warp at the peer (after the
+            // warp's reads). One thread also expects the peer's bytes of tile j + 2.
+            if (tid == 0) mbar_arrive_expect_tx(done_bar + 8 * (j % STG_BUFS), CLUSTER_TX);
+            else mbar_arrive(done_bar + 8 * (j % STG_BUFS));
+            __syncwarp();
+            if (lane == 0) mbar_arrive_remote(peer_done + 8 * (j % STG_BUFS));
+        } else if constexpr (DECOUPLED) {
+            mbar_arrive(done_bar + 8 * (j % STG_BUFS));  // done with tile j
+        }
         if constexpr (!WS && STAGES == 1 && !RING1) __syncthreads();  // slot 0 is refilled next
     }
     wait_groups<0>();
     write_out(ws, p, w, row_w, warp, lane, v_ds);
+    // The peer's last st.async and arrivals target this CTA's shared memory: wait for the
+    // phases not waited for in the loop (tiles n - 2 and n - 1), and neither CTA exits before
+    // both are done.
+    if constexpr (CLUSTER) {
+        for (int j = max(0, w.n_tiles - 2); j < w.n_tiles; ++j) mbar_wait(done_bar + 8 * (j % STG_BUFS), (j / STG_BUFS) & 1);
+        cluster_sync();
+    }
 }
 
 // ---- persistent decoupled sync: one K/V stream per block ----------------------------------
@@ -1425,7 +1488,14 @@ __device__ __forceinline__ void run_role(u8* smem, const SdpaParams& p) {
         // one ragged): section blockIdx.z / m_blocks, its m-blocks heaviest first, and heads
         // and batches fastest (see causal_work_at and geometry.rs).
         Work w;
-        if constexpr (CAUSAL) {
+        if constexpr (CAUSAL && CLUSTER) {
+            // Cluster pair: grid (2 · heads_q, G, sections · pairs), x = 2 · head + rank; the
+            // pair's two m-blocks are 2 · pair + rank, pairs heaviest first.
+            const int pairs = (m_blocks + 1) / 2;
+            const int z = blockIdx.z, section = z / pairs, b = section * int(gridDim.y) + int(blockIdx.y);
+            if (b >= p.batch) return;  // both CTAs of a pair share b
+            w = make_work(p, 2 * (pairs - 1 - (z - section * pairs)) + int(blockIdx.x & 1), blockIdx.x >> 1, b);
+        } else if constexpr (CAUSAL) {
             const int z = blockIdx.z, section = z / m_blocks, b = section * int(gridDim.y) + int(blockIdx.y);
             if (b >= p.batch) return;
             w = make_work(p, m_blocks - 1 - (z - section * m_blocks), blockIdx.x, b);
@@ -1444,7 +1514,12 @@ __device__ __forceinline__ void run_role(u8* smem, const SdpaParams& p) {
 
 // Each role's setmaxnreg sits inside its own branch: ptxas allocates the code after one within
 // its count only where that instruction dominates it (after a merge it takes the smaller).
-extern "C" __global__ void __launch_bounds__(SDPA_WARPS * 32, SDPA_MIN_BLOCKS)
+#if SDPA_CLUSTER_PAIR
+#define SDPA_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
+#else
+#define SDPA_CLUSTER_DIMS
+#endif
+extern "C" __global__ void __launch_bounds__(SDPA_WARPS * 32, SDPA_MIN_BLOCKS) SDPA_CLUSTER_DIMS
 sdpa_portable(const SdpaParams p) {
     extern __shared__ __align__(128) u8 smem[];
     if constexpr (DECODERS) {
