@@ -29,7 +29,7 @@ pub fn causal_batch_group(spec: &KernelSpec, shape: &AttnShape, l2_bytes: u64) -
 
 /// Query rows per unit of the grid's m-block axis: a block's `tile_m`, a cluster pair's two
 /// blocks' `2 · tile_m`, the reference kernel's `warps`.
-fn rows_per_work(spec: &KernelSpec) -> u64 {
+pub fn rows_per_work(spec: &KernelSpec) -> u64 {
     let v = &spec.variant;
     match v.family {
         Family::Reference => v.warps as u64,

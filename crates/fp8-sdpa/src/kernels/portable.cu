@@ -1178,15 +1178,15 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         }
         if constexpr (DECODERS) mbar_arrive(dec_empty(smem, slot));  // done with staging pair `slot`
         else if constexpr (WS && !KV8) bar_arrive(BAR_EMPTY + slot, WARPS * 32);
-        if constexpr (CLUSTER) {
-            // Done with tile j: every thread here, one arrival per warp at the peer (after the
-            // warp's reads). One thread also expects the peer's bytes of tile j + 2.
-            if (tid == 0) mbar_arrive_expect_tx(done_bar + 8 * (j % STG_BUFS), CLUSTER_TX);
+        if constexpr (DECOUPLED) {
+            // Done with tile j. A cluster pair: one thread's arrival also expects the peer's
+            // bytes of tile j + 2, and each warp arrives once at the peer (after its reads).
+            if (CLUSTER && tid == 0) mbar_arrive_expect_tx(done_bar + 8 * (j % STG_BUFS), CLUSTER_TX);
             else mbar_arrive(done_bar + 8 * (j % STG_BUFS));
-            __syncwarp();
-            if (lane == 0) mbar_arrive_remote(peer_done + 8 * (j % STG_BUFS));
-        } else if constexpr (DECOUPLED) {
-            mbar_arrive(done_bar + 8 * (j % STG_BUFS));  // done with tile j
+            if constexpr (CLUSTER) {
+                __syncwarp();
+                if (lane == 0) mbar_arrive_remote(peer_done + 8 * (j % STG_BUFS));
+            }
         }
         if constexpr (!WS && STAGES == 1 && !RING1) __syncthreads();  // slot 0 is refilled next
     }
@@ -1487,18 +1487,15 @@ __device__ __forceinline__ void run_role(u8* smem, const SdpaParams& p) {
         // Causal: grid (heads_q, G, sections · m_blocks) over sections of G batches (the last
         // one ragged): section blockIdx.z / m_blocks, its m-blocks heaviest first, and heads
         // and batches fastest (see causal_work_at and geometry.rs).
+        // Cluster pairs count z in pairs of m-blocks, and x = PAIR · head + rank; the pair's
+        // m-blocks are PAIR · unit + rank (both CTAs of a pair share b).
         Work w;
-        if constexpr (CAUSAL && CLUSTER) {
-            // Cluster pair: grid (2 · heads_q, G, sections · pairs), x = 2 · head + rank; the
-            // pair's two m-blocks are 2 · pair + rank, pairs heaviest first.
-            const int pairs = (m_blocks + 1) / 2;
-            const int z = blockIdx.z, section = z / pairs, b = section * int(gridDim.y) + int(blockIdx.y);
-            if (b >= p.batch) return;  // both CTAs of a pair share b
-            w = make_work(p, 2 * (pairs - 1 - (z - section * pairs)) + int(blockIdx.x & 1), blockIdx.x >> 1, b);
-        } else if constexpr (CAUSAL) {
-            const int z = blockIdx.z, section = z / m_blocks, b = section * int(gridDim.y) + int(blockIdx.y);
+        if constexpr (CAUSAL) {
+            constexpr int PAIR = CLUSTER ? 2 : 1;
+            const int units = (m_blocks + PAIR - 1) / PAIR;
+            const int z = blockIdx.z, section = z / units, b = section * int(gridDim.y) + int(blockIdx.y);
             if (b >= p.batch) return;
-            w = make_work(p, m_blocks - 1 - (z - section * m_blocks), blockIdx.x, b);
+            w = make_work(p, PAIR * (units - 1 - (z - section * units)) + int(blockIdx.x % PAIR), blockIdx.x / PAIR, b);
         } else {
             w = make_work(p, blockIdx.x, blockIdx.y, blockIdx.z);
         }

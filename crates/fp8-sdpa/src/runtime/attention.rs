@@ -170,9 +170,7 @@ impl Device {
             // Causal portable grids are (heads_q, batch, m-blocks) (geometry.rs): their z limit
             // caps seq_q at 65535 tiles of tile_m rows.
             let fix = if spec.causal && g[2] > 65535 && spec.variant.family == Family::Portable {
-                // A cluster pair's z step covers its two blocks' rows.
-                let rows =
-                    spec.variant.tile_m as u64 * if spec.variant.cluster_pair { 2 } else { 1 };
+                let rows = geometry::rows_per_work(&spec);
                 format!(
                     "causal seq_q {} needs {} blocks of {} query rows (at most 65535); split the \
                      queries into chunks of at most {} rows, each with the keys up to its last \
