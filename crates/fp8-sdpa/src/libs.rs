@@ -48,11 +48,12 @@ static DRIVER: OnceLock<std::result::Result<Located, Vec<String>>> = OnceLock::n
 pub fn ensure_nvrtc() -> Result<Located> {
     NVRTC
         .get_or_init(|| {
-            // NVRTC (CUDA 12.9+) caches compiles on disk and honours CUDA_CACHE_DISABLE. A
-            // cache hit skips ptxas, and with it the `-v` resource report the gates read:
-            // on the H100 machine a program compiled twice came back with an empty log
-            // (also reported in NVIDIA/cuda-python#1124). Our own cache keeps the report
-            // with the CUBIN, so NVRTC's is turned off for this process, before it loads.
+            // NVRTC (CUDA 12.9+) caches compiles on disk. A cache hit skips ptxas, and with
+            // it the `-v` resource report the gates read: on the H100 machine a program
+            // compiled twice came back with an empty log (also reported in
+            // NVIDIA/cuda-python#1124). Our own cache keeps the report with the CUBIN, so
+            // NVRTC's is turned off: `--no-cache` on every compile (nvrtc::base_options),
+            // which is what held on the H100 (round 14), and this variable as well.
             std::env::set_var("CUDA_CACHE_DISABLE", "1");
             locate(NVRTC_ENV, &NVRTC_NAMES, &nvrtc_dirs(), true)
         })

@@ -169,10 +169,11 @@ impl Compiler {
         let mut out = nvrtc::compile(src.name, src.text, &kernels::HEADERS, defines, arch)?;
         let mut resources = ptxas::parse(&out.log);
         if resources.is_empty() {
-            // Seen on the H100 machine: a compile can come back with a CUBIN and an empty log
-            // (no ptxas report), repeatably for the same program and options. If NVRTC served
-            // it from a cache of its own despite CUDA_CACHE_DISABLE, a define that changes
-            // nothing in the code makes the program new to it; the nonce stays out of our key.
+            // Seen on the H100 machine before `--no-cache` (nvrtc::base_options): a compile
+            // came back with a CUBIN and an empty log (no ptxas report), repeatably, because
+            // NVRTC served it from its disk cache despite CUDA_CACHE_DISABLE; a nonce define
+            // did not help there (round 14). Kept as a last resort; the nonce stays out of
+            // our key.
             let nonce = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_nanos())
