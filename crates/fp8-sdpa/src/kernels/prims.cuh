@@ -456,11 +456,9 @@ __device__ __forceinline__ u32 e4m3x2_to_f16x2_sw(u32 t) {  // t = {c0 in bits 0
 }
 __device__ __forceinline__ void e4m3x4_to_f16(u32 w, u32& lo, u32& hi) {
 #if __CUDA_ARCH__ >= 890
-    // Split with mov.b32 {lo, hi}: ptxas then reads the high half in place (F2FP ... R.H1)
-    // instead of shifting it down first, one instruction fewer per word (round 14).
-    asm("{\n\t.reg .b16 a, b;\n\tmov.b32 {a, b}, %2;\n\t"
-        "cvt.rn.f16x2.e4m3x2 %0, a;\n\tcvt.rn.f16x2.e4m3x2 %1, b;\n\t}"
-        : "=r"(lo), "=r"(hi) : "r"(w));
+    u16 a = u16(w & 0xffff), b = u16(w >> 16);
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"(a));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"(b));
 #else
     lo = e4m3x2_to_f16x2_sw(prmt(w, 0u, 0x4140u));  // bytes {c0, 0, c1, 0}
     hi = e4m3x2_to_f16x2_sw(prmt(w, 0u, 0x4342u));  // bytes {c2, 0, c3, 0}
