@@ -9,9 +9,8 @@ use fp8_sdpa::{AttnShape, DType, Precision};
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 
-fn bin() -> String {
-    std::env::var("SDPA_LAB_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_sdpa-lab").to_string())
-}
+mod common;
+use common::bin;
 
 #[test]
 #[ignore = "needs a GPU"]

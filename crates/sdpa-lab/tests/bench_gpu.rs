@@ -3,9 +3,8 @@
 
 use std::process::Command;
 
-fn bin() -> String {
-    std::env::var("SDPA_LAB_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_sdpa-lab").to_string())
-}
+mod common;
+use common::bin;
 
 /// NVRTC 12.9+ keeps a disk cache of its own, and a hit there skips ptxas and so the `-v`
 /// report the gates read. On the H100 machine, a second process compiling the same programs

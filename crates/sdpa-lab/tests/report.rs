@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+
 /// The fixture folder: from the crate's source tree, or from the working directory (the GPU
 /// machine runs test binaries from a copy of the repository root, elsewhere).
 fn fixture() -> PathBuf {
@@ -15,9 +17,7 @@ fn fixture() -> PathBuf {
 }
 
 fn report(args: &[&Path]) -> Output {
-    let bin = std::env::var("SDPA_LAB_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_sdpa-lab").to_string());
-    let mut cmd = Command::new(bin);
+    let mut cmd = Command::new(common::bin());
     cmd.arg("report");
     for a in args {
         cmd.arg(a);

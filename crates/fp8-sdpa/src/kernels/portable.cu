@@ -26,8 +26,9 @@
 // positive (the row max is taken on unscaled scores).
 //
 // Grid (geometry.rs): non-persistent (ceil(seq_q / TILE_M), heads_q, batch), and under causal
-// (heads_q, batch, m_blocks) in causal order (causal_work_at); persistent (n, 1, 1) blocks
-// striding over tile indices (work_at). All visit the heaviest m-blocks first under causal.
+// (heads_q, G, sections · m_blocks) in causal order within sections of G batches (run_role,
+// causal_work_at); persistent (n, 1, 1) blocks striding over tile indices (work_at). All
+// visit the heaviest m-blocks first under causal.
 // Cluster pairs (CLUSTER) double x: the pair's two CTAs are x = 2i and 2i + 1 (see run_role).
 #include "prims.cuh"
 #include "abi.cuh"
@@ -103,7 +104,7 @@ constexpr int CH8 = D / 16;              // 16-byte chunks per 8-bit row (dense 
 // half of what it computes from (as a 256-row block does at 128 rows per CTA), yet the CTAs are
 // 128-row blocks that the SMs hold two at a time, one's prologue, diagonal and tail beside
 // another's loop. DONE[b] then counts both CTAs' threads: local arrivals and the peer's remote
-// ones (release at cluster scope, waited on with acquire at cluster scope).
+// ones (default CTA-scope semantics; the peer's bytes complete on it as st.async transactions).
 constexpr bool CLUSTER = SDPA_CLUSTER_PAIR != 0;
 constexpr int OWN_BN = CLUSTER ? BN / 2 : BN;  // K/V rows of a tile this CTA copies and decodes
 // An 8-bit ring slot holds this CTA's OWN_BN rows; a 16-bit one the whole tile.

@@ -167,8 +167,8 @@ impl Device {
         let kernel = self.kernel(&spec)?;
         let g = geometry::grid(&spec, &shape, self.info().sm_count, self.info().l2_bytes);
         if g[0] > i32::MAX as u64 || g[1] > 65535 || g[2] > 65535 {
-            // Causal portable grids are (heads_q, batch, m-blocks) (geometry.rs): their z limit
-            // caps seq_q at 65535 tiles of tile_m rows.
+            // Causal portable grids are (heads_q, G, sections · m-blocks) (geometry.rs), with
+            // G grown until z fits; only m-blocks alone past 65535 (seq_q too long) exceed it.
             let fix = if spec.causal && g[2] > 65535 && spec.variant.family == Family::Portable {
                 let rows = geometry::rows_per_work(&spec);
                 format!(

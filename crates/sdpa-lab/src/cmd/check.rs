@@ -74,11 +74,21 @@ pub fn check_specs(specs: &[KernelSpec], arches: &[Arch], compiler: &Compiler) -
 }
 
 /// The specs `check --variant` compiles: each variant (registered or not) over every problem
-/// class, paired with each arch whose rules accept it.
-pub fn variant_jobs(variants: &[Variant], arches: &[Arch]) -> Vec<(KernelSpec, Arch)> {
-    variants
-        .iter()
-        .flat_map(|v| registry::specs_of(*v))
+/// class that `filter` keeps, paired with each arch whose rules accept it.
+pub fn variant_jobs(
+    variants: &[Variant],
+    arches: &[Arch],
+    filter: Option<&str>,
+) -> Vec<(KernelSpec, Arch)> {
+    let specs = super::matching(
+        variants
+            .iter()
+            .flat_map(|v| registry::specs_of(*v))
+            .collect(),
+        filter,
+    );
+    specs
+        .into_iter()
         .flat_map(|spec| {
             arches
                 .iter()
@@ -182,10 +192,7 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
             .iter()
             .map(|k| k.parse::<Variant>())
             .collect::<fp8_sdpa::Result<Vec<_>>>()?;
-        let jobs: Vec<(KernelSpec, Arch)> = variant_jobs(&variants, &arches)
-            .into_iter()
-            .filter(|(s, _)| a.filter.as_deref().is_none_or(|f| s.key().contains(f)))
-            .collect();
+        let jobs = variant_jobs(&variants, &arches, a.filter.as_deref());
         // A variant no class accepts: its rule, as validated for the first class and arch.
         for v in &variants {
             if !jobs.iter().any(|(s, _)| s.variant == *v) {
