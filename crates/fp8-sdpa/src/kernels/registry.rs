@@ -76,7 +76,7 @@ const KV8_D128_CAUSAL: &str = "portable.m256.n32.w8.s4.b1.ctredx";
 /// Round 6's D64 8-bit tile (block barrier per tile), kept registered for comparison.
 const KV8_D64_ROUND6: &str = "portable.m256.n128.w8.s2.b1.ctelx";
 /// Round 8, persistent decoupled sync (the stream): D64 FP8-KV defaults (Q in registers, one Q
-/// tile); D128 8-bit K/V below S 2k (two Q tiles in shared memory).
+/// tile); D128 8-bit K/V non-causal below S 2k (two Q tiles in shared memory).
 const KV8_STREAM_D128: &str = "portable.m256.n32.w8.s4.b1.ctpedx";
 const KV8_STREAM_D64: &str = "portable.m256.n128.w8.s3.b1.cthpedx";
 const KV8_STREAM_D64_SMALL: &str = "portable.m128.n64.w4.s3.b2.ctpedx";
@@ -176,7 +176,7 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
         // blocks): 238 at S 1k against 229 for the 256-row stream and 217 for m128.n64.
         (ArchClass::Hopper, 64) if fp8kv && !causal => KV8_STREAM_D64,
         (ArchClass::Hopper, 64) if fp8kv => KV8_STREAM_D64_SMALL,
-        // 8-bit K/V, non-causal (and causal from S 4k at D64, from S 2k at D128: see
+        // 8-bit K/V, non-causal (and causal from S 4k at D64, from S 8k at D128: see
         // default_variant_for_shape): 8 warps x 32 rows, so decoding a K/V tile is shared by
         // 256 rows instead of 128, with
         // decoupled sync, so the 8 warps are not held in step by a barrier per tile; one block
@@ -187,7 +187,7 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
         // against 296 / 337 / 354 for m128.n32 in the same run.
         (ArchClass::Hopper, 64) if kv8 && !causal => KV8_D64,
         (ArchClass::Hopper, 128) if kv8 && !causal => KV8_D128,
-        // Causal below S 2k (see default_variant_for_shape): the same tile with paired rows.
+        // Causal below S 8k (see default_variant_for_shape): the same tile with paired rows.
         // Measured on the H100 (round 9, runs 36-37, against the unpaired tile and m128.n32,
         // the S 512 default before): fp8kv_f16 S 512 192.6 / 185.6 / 191.6 TFLOPS, S 1k 247.4
         // / 242.9 / 242.5; fp8kv_bf16 S 512 187.1 / 182.9 / 185.4; full fp8 S 512 160.0 /
@@ -259,13 +259,17 @@ pub fn default_variant_for_shape(
     // - D64 from S 4k: round 6, run 1, fp8kv_f16, 287 / 331 TFLOPS at S 4k / 16k against
     //   272 / 298 for m128.n64; round 8, run 30, the FP8-KV streams, 312 / 336 against 296 /
     //   313 for the 128-row one; at S 1k 200 against 217 (round 6).
-    // - D128 from S 2k: the causal default is the same 256-row tile with paired rows, which
-    //   wins below S 2k and loses 1-3 % per tile from S 4k (round 9, run 40, unpaired against
+    // - D128 from S 8k: below it the causal default is the same 256-row tile with paired rows.
+    //   Round 15 (run 81, since round 12's batch sections; run 79 agrees): paired against unpaired,
+    //   fp8kv_f16 / fp8kv_bf16 / fp8, S 2k 317.9 / 313.8 / 308.9 TFLOPS against 315.5 / 308.7
+    //   / 306.5, S 4k 355.5 / 349.3 / 348.6 against 351.2 / 346.2 / 343.3, S 8k 378.1 / 371.6
+    //   / 375.0 against 377.2 / 373.3 / 372.8 (means of two rounds). Round 9 had the paired
+    //   tile 1-3 % behind from S 4k (run 40, before the sections; unpaired against
     //   paired, fp8kv_f16 / fp8kv_bf16: S 4k 319 / 312 against 317 / 303, S 16k 360 / 350
     //   against 353 / 342).
     let hopper_kv8 =
         arch_class(arch) == ArchClass::Hopper && precision.kv_is_8bit() && head_dim <= 128;
-    let from = if head_dim == 128 { 2048 } else { 4096 };
+    let from = if head_dim == 128 { 8192 } else { 4096 };
     if causal && hopper_kv8 && shape.seq_q >= from {
         base = default_variant(arch, precision, head_dim, false);
     }
@@ -547,7 +551,7 @@ mod tests {
         let got = default_variant_for_shape(Arch::Sm90a, Precision::F16, &big, false, 132);
         assert_eq!(got, default_variant(Arch::Sm90a, Precision::F16, 64, false));
         // 8-bit K/V causal on Hopper: the 256-row tile from S 4k at D64; at D128 the paired
-        // 256-row tile below S 2k and the unpaired one from there.
+        // 256-row tile below S 8k and the unpaired one from there.
         for (d, heads) in [(64usize, 32usize), (128, 16)] {
             let short = AttnShape {
                 heads_q: heads,
@@ -567,8 +571,10 @@ mod tests {
             assert_eq!(at(&short).tile_m, if d == 64 { 128 } else { 256 });
             assert_eq!(at(&s512_of(&short)).tile_m, if d == 64 { 128 } else { 256 });
             assert_eq!(at(&short).paired_rows, d == 128);
-            assert!(!at(&long).paired_rows);
-            assert_eq!(at(&long), default_variant(Arch::Sm90a, p, d as u32, false));
+            assert_eq!(at(&long).paired_rows, d == 128);
+            if d == 64 {
+                assert_eq!(at(&long), default_variant(Arch::Sm90a, p, 64, false));
+            }
             assert_eq!(at(&long).sync, SyncPolicy::Decoupled);
             // Round 8: FP8-KV at D64 streams (persistent decoupled) at every length; at D128
             // only non-causal below S 2k. Round 12: not causal D64 from S 8k.
@@ -584,6 +590,10 @@ mod tests {
                 ..short
             };
             assert!(!at(&longer).persistent);
+            assert!(!at(&longer).paired_rows);
+            if d == 128 {
+                assert_eq!(at(&longer), default_variant(Arch::Sm90a, p, 128, false));
+            }
             assert_eq!(plain(&longer).persistent, d == 64);
             if d == 64 {
                 assert_eq!(at(&longer).key(), KV8_D64);
