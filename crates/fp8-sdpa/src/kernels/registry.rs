@@ -168,22 +168,21 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
     let fp8kv = precision.is_fp8_kv();
     let key = match (arch_class(arch), head_dim) {
         // FP8-KV at D64 (16-bit Q): persistent decoupled sync, one K/V stream per block, Q in
-        // registers. Non-causal (and causal from S 4k to below 8k): the 256-row 128-key tile, whose
+        // registers. Non-causal (and causal from S 2k to below 8k): the 256-row 128-key tile, whose
         // per-work-tile prologue and tail the stream overlaps; measured on the H100 (round 8,
         // run 30, fp8kv_f16) 320 / 349 / 356 TFLOPS at S 1k / 4k / 16k against 292 / 333 / 344
         // for round 7's m256.n128 and the f16 default's 308 / 320 / 330 in the same run.
-        // Causal below S 4k: 4 warps x 32 rows, 64 keys, two blocks per SM (finer diagonal
+        // Causal below S 2k: 4 warps x 32 rows, 64 keys, two blocks per SM (finer diagonal
         // blocks): 238 at S 1k against 229 for the 256-row stream and 217 for m128.n64.
         (ArchClass::Hopper, 64) if fp8kv && !causal => KV8_STREAM_D64,
         (ArchClass::Hopper, 64) if fp8kv => KV8_STREAM_D64_SMALL,
-        // 8-bit K/V, non-causal (and causal from S 4k at D64, from S 8k at D128: see
-        // default_variant_for_shape): 8 warps x 32 rows, so decoding a K/V tile is shared by
-        // 256 rows instead of 128, with
-        // decoupled sync, so the 8 warps are not held in step by a barrier per tile; one block
-        // per SM. D64: 128 keys per copy in two 64-key half steps (208 KB); measured on the
-        // H100 (round 7, run 21), full fp8: 268 / 323 / 342 TFLOPS at S 1k / 4k / 16k against
-        // 267 / 316 / 335 for round 6's barrier-coupled m256.n128 and 258 / 285 / 300 for
-        // m128.n64. D128: 32 keys per step, 4 stages (160 KB); full fp8 308 / 366 / 387
+        // 8-bit K/V, non-causal (and causal from S 4k at D64, S 2k with FP8-KV, from S 8k at D128:
+        // see default_variant_for_shape): 8 warps x 32 rows, so decoding a K/V tile is shared by
+        // 256 rows instead of 128, with decoupled sync, so the 8 warps are not held in step by a
+        // barrier per tile; one block per SM. D64: 128 keys per copy in two 64-key half steps (208
+        // KB); measured on the H100 (round 7, run 21), full fp8: 268 / 323 / 342 TFLOPS at S 1k /
+        // 4k / 16k against 267 / 316 / 335 for round 6's barrier-coupled m256.n128 and 258 / 285 /
+        // 300 for m128.n64. D128: 32 keys per step, 4 stages (160 KB); full fp8 308 / 366 / 387
         // against 296 / 337 / 354 for m128.n32 in the same run.
         (ArchClass::Hopper, 64) if kv8 && !causal => KV8_D64,
         (ArchClass::Hopper, 128) if kv8 && !causal => KV8_D128,
@@ -259,6 +258,10 @@ pub fn default_variant_for_shape(
     // - D64 from S 4k: round 6, run 1, fp8kv_f16, 287 / 331 TFLOPS at S 4k / 16k against
     //   272 / 298 for m128.n64; round 8, run 30, the FP8-KV streams, 312 / 336 against 296 /
     //   313 for the 128-row one; at S 1k 200 against 217 (round 6).
+    // - FP8-KV D64 from S 2k: round 16 (run 85, two rounds, same run), the 256-row stream
+    //   against the 128-row one, fp8kv_f16 / fp8kv_bf16: S 2k 278.6 / 271.2 TFLOPS against
+    //   271.5 / 264.1; S 1k 226.9 / 223.5 against 234.7 / 227.2. (8-bit Q keeps S 4k: not
+    //   measured at S 2k.)
     // - D128 from S 8k: below it the causal default is the same 256-row tile with paired rows.
     //   Round 15 (run 81, since round 12's batch sections; run 79 agrees): paired against unpaired,
     //   fp8kv_f16 / fp8kv_bf16 / fp8, S 2k 317.9 / 313.8 / 308.9 TFLOPS against 315.5 / 308.7
@@ -269,7 +272,11 @@ pub fn default_variant_for_shape(
     //   against 353 / 342).
     let hopper_kv8 =
         arch_class(arch) == ArchClass::Hopper && precision.kv_is_8bit() && head_dim <= 128;
-    let from = if head_dim == 128 { 8192 } else { 4096 };
+    let from = match head_dim {
+        128 => 8192,
+        _ if precision.is_fp8_kv() => 2048,
+        _ => 4096,
+    };
     if causal && hopper_kv8 && shape.seq_q >= from {
         base = default_variant(arch, precision, head_dim, false);
     }
@@ -550,8 +557,8 @@ mod tests {
         };
         let got = default_variant_for_shape(Arch::Sm90a, Precision::F16, &big, false, 132);
         assert_eq!(got, default_variant(Arch::Sm90a, Precision::F16, 64, false));
-        // 8-bit K/V causal on Hopper: the 256-row tile from S 4k at D64; at D128 the paired
-        // 256-row tile below S 8k and the unpaired one from there.
+        // 8-bit K/V causal on Hopper: the 256-row tile from S 2k (FP8-KV; 4k with 8-bit Q) at
+        // D64; at D128 the paired 256-row tile below S 8k and the unpaired one from there.
         for (d, heads) in [(64usize, 32usize), (128, 16)] {
             let short = AttnShape {
                 heads_q: heads,
@@ -576,6 +583,27 @@ mod tests {
                 assert_eq!(at(&long), default_variant(Arch::Sm90a, p, 64, false));
             }
             assert_eq!(at(&long).sync, SyncPolicy::Decoupled);
+            // Round 16: FP8-KV D64 causal from S 2k takes the 256-row stream; 8-bit Q from S 4k.
+            let mid = AttnShape {
+                batch: 8,
+                seq_q: 2048,
+                seq_kv: 2048,
+                ..short
+            };
+            let below = AttnShape {
+                seq_q: 2047,
+                seq_kv: 2047,
+                ..mid
+            };
+            assert_eq!(at(&mid).tile_m, 256);
+            assert_eq!(at(&below).tile_m, if d == 64 { 128 } else { 256 });
+            if d == 64 {
+                assert_eq!(at(&mid).key(), KV8_STREAM_D64);
+                for q8 in [Precision::Fp8, Precision::SimFp8] {
+                    let got = default_variant_for_shape(Arch::Sm90a, q8, &mid, true, 132);
+                    assert_eq!(got, default_variant(Arch::Sm90a, q8, 64, true));
+                }
+            }
             // Round 8: FP8-KV at D64 streams (persistent decoupled) at every length; at D128
             // only non-causal below S 2k. Round 12: not causal D64 from S 8k.
             let plain = |s: &AttnShape| default_variant_for_shape(Arch::Sm90a, p, s, false, 132);
