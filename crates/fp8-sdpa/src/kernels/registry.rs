@@ -176,14 +176,15 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
         // blocks): 238 at S 1k against 229 for the 256-row stream and 217 for m128.n64.
         (ArchClass::Hopper, 64) if fp8kv && !causal => KV8_STREAM_D64,
         (ArchClass::Hopper, 64) if fp8kv => KV8_STREAM_D64_SMALL,
-        // 8-bit K/V, non-causal (and causal from S 4k at D64, S 2k with FP8-KV, from S 8k at D128:
-        // see default_variant_for_shape): 8 warps x 32 rows, so decoding a K/V tile is shared by
-        // 256 rows instead of 128, with decoupled sync, so the 8 warps are not held in step by a
-        // barrier per tile; one block per SM. D64: 128 keys per copy in two 64-key half steps (208
-        // KB); measured on the H100 (round 7, run 21), full fp8: 268 / 323 / 342 TFLOPS at S 1k /
-        // 4k / 16k against 267 / 316 / 335 for round 6's barrier-coupled m256.n128 and 258 / 285 /
-        // 300 for m128.n64. D128: 32 keys per step, 4 stages (160 KB); full fp8 308 / 366 / 387
-        // against 296 / 337 / 354 for m128.n32 in the same run.
+        // 8-bit K/V, non-causal (and causal from S 4k at D64, S 2k with FP8-KV, from S 8k
+        // at D128: see default_variant_for_shape): 8 warps x 32 rows, so decoding a K/V tile
+        // is shared by 256 rows instead of 128, with decoupled sync, so the 8 warps are not
+        // held in step by a barrier per tile; one block per SM. D64: 128 keys per copy in two
+        // 64-key half steps (208 KB); measured on the H100 (round 7, run 21), full fp8:
+        // 268 / 323 / 342 TFLOPS at S 1k / 4k / 16k against 267 / 316 / 335 for round 6's
+        // barrier-coupled m256.n128 and 258 / 285 / 300 for m128.n64. D128: 32 keys per step,
+        // 4 stages (160 KB); full fp8 308 / 366 / 387 against 296 / 337 / 354 for m128.n32 in
+        // the same run.
         (ArchClass::Hopper, 64) if kv8 && !causal => KV8_D64,
         (ArchClass::Hopper, 128) if kv8 && !causal => KV8_D128,
         // Causal below S 8k (see default_variant_for_shape): the same tile with paired rows.
