@@ -442,6 +442,10 @@ __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
 // Input: w holds codes c0..c3 in bytes 0..3. Output: lo = {c0, c1}, hi = {c2, c3}, each
 // element in the half that matches its index (c0 in lo's low half).
 
+// Why the kernels decode at all on sm_90a: ptxas lowers an E4M3 mma.sync to these same
+// conversions plus f16 HMMA (Hopper's FP8 tensor path is wgmma only), and F2FP runs at the
+// integer pipe's full rate (run 88, docs/perf-notes.md round 17), so one F2FP per pair is the
+// cheapest decode there is.
 // E4M3 -> f16x2 pair. sm_89+: cvt.rn.f16x2.e4m3x2 (the code in the low byte of the b16
 // source becomes the low half). Older: place the 7 magnitude bits under the f16 exponent
 // (f16 bits = s | e4m3_magnitude << 7, worth x * 2^-8 because the biases differ by 8, and
