@@ -4,7 +4,7 @@
 //! preprocessor define, so the same spec always yields the same code and the same key.
 
 use crate::arch::Arch;
-use crate::dtype::Precision;
+use crate::dtype::{DType, Precision};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -116,6 +116,16 @@ pub struct Variant {
     pub cp_async: bool,
     /// P·V on tensor cores (else the seeds' scalar P·V baseline).
     pub tc_pv: bool,
+    /// Fragment decode (portable, 8-bit K/V, head dim 64 or 128): the ring's 8-bit K/V tiles are
+    /// read with 8-bit `ldmatrix` and decoded in registers, per mma fragment, by every
+    /// computing warp: no 16-bit staging tile, no decode barrier, half the shared-memory reads
+    /// of 16-bit K/V, at the price of repeating the decode in each warp. Q is stored with its
+    /// head-dim columns permuted to match K's fragments, and O's columns come out permuted
+    /// (both undone in the kernel). Q·Kᵀ runs in f16 whatever the compute type: a bf16 Q is
+    /// stored as f16 at a power of two per row, folded back into the softmax's scale. Absent
+    /// in JSON written before the knob existed, and then off.
+    #[serde(default)]
+    pub fragment_decode: bool,
     /// Warp specialization: `producer_warps` warps only load, the rest compute. With 8-bit
     /// K/V and one stage they are decode warps: they load the 8-bit tiles into registers and
     /// decode them into two 16-bit staging pairs (portable family; see
@@ -167,6 +177,7 @@ impl Variant {
             stages: 1,
             cp_async: false,
             tc_pv: false,
+            fragment_decode: false,
             warp_spec: false,
             producer_warps: 0,
             half_steps: false,
@@ -198,7 +209,7 @@ impl Variant {
 
     /// A stable, human-readable key that names this variant uniquely and parses back
     /// ([`Variant::from_str`]). Example: `portable.m64.n64.w4.s2.b2.ctlx`. Flags, in this
-    /// order: `c` cp.async, `t` tensor-core P·V, `w<n>` n producer warps, `h` half steps,
+    /// order: `c` cp.async, `t` tensor-core P·V, `f` fragment decode, `w<n>` n producer warps, `h` half steps,
     /// `r` paired rows, `k` cluster pair, `p` persistent, `e` fast exp, `l` light or `d`
     /// decoupled barriers, `x` swizzle (`-` when none).
     pub fn key(&self) -> String {
@@ -208,6 +219,9 @@ impl Variant {
         }
         if self.tc_pv {
             flags.push('t');
+        }
+        if self.fragment_decode {
+            flags.push('f');
         }
         if self.warp_spec {
             flags.push_str(&format!("w{}", self.producer_warps));
@@ -297,6 +311,22 @@ impl Variant {
             return fail(
                 "cluster_pair is a portable-family knob for decoupled sync (the peer's arrivals \
                  count on its DONE barriers), not persistent"
+                    .into(),
+            );
+        }
+        if self.fragment_decode
+            && (self.family != Family::Portable
+                || !self.tc_pv
+                || !self.cp_async
+                || !self.swizzle
+                || self.warp_spec
+                || self.cluster_pair
+                || self.sync == SyncPolicy::Decoupled)
+        {
+            return fail(
+                "fragment_decode is a portable-family knob that reads the 8-bit ring with \
+                 ldmatrix: it needs tensor-core P·V, cp_async, swizzle, and no warp \
+                 specialization, cluster pair or decoupled sync (those decode through staging)"
                     .into(),
             );
         }
@@ -422,6 +452,7 @@ impl FromStr for Variant {
             min_blocks: num(parts[5], 'b')?,
             cp_async: false,
             tc_pv: false,
+            fragment_decode: false,
             warp_spec: false,
             producer_warps: 0,
             half_steps: false,
@@ -439,6 +470,7 @@ impl FromStr for Variant {
                 match c {
                     'c' => v.cp_async = true,
                     't' => v.tc_pv = true,
+                    'f' => v.fragment_decode = true,
                     'w' => {
                         let mut n = String::new();
                         while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
@@ -515,6 +547,16 @@ impl KernelSpec {
                 fail("the seeds' simulated-FP8 format is served by the portable family".into())
             }
             Family::Portable => {
+                if self.variant.fragment_decode
+                    && (!self.precision.kv_is_8bit() || self.head_dim > 128)
+                {
+                    return fail(format!(
+                        "fragment_decode serves 8-bit K/V at head dim 64 or 128 (at 256 every \
+                         warp's 32 rows of O leave no registers for it), not {} at d{}",
+                        self.precision.name(),
+                        self.head_dim
+                    ));
+                }
                 if self.variant.cluster_pair && arch != Arch::Sm90a {
                     return fail(format!(
                         "cluster_pair needs thread-block clusters (sm_90a), not {arch}"
@@ -672,8 +714,10 @@ impl KernelSpec {
                 } else {
                     v.tile_n * row16
                 };
-                let pipe_decode = kv8 && !v.warp_spec && v.stages >= 2 && d <= 128;
-                let ring1 = kv8
+                // Fragment decode reads the 8-bit ring directly: no staging.
+                let staged = kv8 && !v.fragment_decode;
+                let pipe_decode = staged && !v.warp_spec && v.stages >= 2 && d <= 128;
+                let ring1 = staged
                     && d == 256
                     && !v.warp_spec
                     && v.stages == 1
@@ -683,7 +727,7 @@ impl KernelSpec {
                     && self.own_chunks_fit();
                 let decoupled = v.sync == SyncPolicy::Decoupled;
                 let decoders = self.decode_warps();
-                let staging_bufs = match (kv8, pipe_decode || ring1 || decoders, decoupled) {
+                let staging_bufs = match (staged, pipe_decode || ring1 || decoders, decoupled) {
                     (false, _, _) => 0,
                     (true, false, _) => 1,
                     (true, true, false) => 2,
@@ -716,7 +760,19 @@ impl KernelSpec {
                 };
                 // Decode warps hold 8-bit K/V in registers: no ring.
                 let ring_slots = if decoders { 0 } else { v.stages };
-                q_bufs * v.tile_m * row16 + ring_slots * 2 * kv_tile + staging + p_tile + mbarriers
+                // Fragment decode with a bf16 Q: one fp32 row factor per Q row (portable.cu's
+                // ROWSC: Q is stored as f16 at a power of two per row).
+                let row_scales = if v.fragment_decode && kv8 && self.precision.q() == DType::Bf16 {
+                    4 * v.tile_m
+                } else {
+                    0
+                };
+                q_bufs * v.tile_m * row16
+                    + ring_slots * 2 * kv_tile
+                    + staging
+                    + p_tile
+                    + mbarriers
+                    + row_scales
             }
         }
     }
@@ -734,6 +790,7 @@ impl KernelSpec {
             ("SDPA_STAGES".into(), v.stages.to_string()),
             ("SDPA_CP_ASYNC".into(), b(v.cp_async)),
             ("SDPA_TC_PV".into(), b(v.tc_pv)),
+            ("SDPA_FRAG_DECODE".into(), b(v.fragment_decode)),
             ("SDPA_WARP_SPEC".into(), b(v.warp_spec)),
             ("SDPA_PRODUCER_WARPS".into(), v.producer_warps.to_string()),
             ("SDPA_HALF_STEPS".into(), b(v.half_steps)),
@@ -771,7 +828,7 @@ mod tests {
             prop::sample::select(vec![16u32, 32, 64, 128, 256]),
             1u32..=16,
             1u32..=4,
-            any::<[bool; 10]>(),
+            any::<[bool; 11]>(),
             0u32..=4,
             1u32..=4,
         )
@@ -784,6 +841,7 @@ mod tests {
                     stages,
                     cp_async: f[0],
                     tc_pv: f[1],
+                    fragment_decode: f[10],
                     warp_spec: producers > 0,
                     producer_warps: producers,
                     half_steps: f[7],
@@ -846,11 +904,57 @@ mod tests {
         let d = s.defines();
         let names: std::collections::HashSet<_> = d.iter().map(|(n, _)| n.clone()).collect();
         assert_eq!(names.len(), d.len(), "duplicate define");
-        // 17 variant fields + head dim + causal + 4 types, and the shared-memory total the
+        // 18 variant fields + head dim + causal + 4 types, and the shared-memory total the
         // portable kernel checks its layout against (derived, not a field).
-        assert_eq!(d.len(), 24);
+        assert_eq!(d.len(), 25);
         assert!(d.contains(&("SDPA_Q_T".into(), "e4m3_t".into())));
         assert!(d.contains(&("SDPA_O_T".into(), "bf16_t".into())));
+    }
+
+    #[test]
+    fn fragment_decode_reads_the_ring_without_staging() {
+        // Q (16-bit, swizzled rows) + `stages` 8-bit K/V slots, no staging; a bf16 Q adds one
+        // fp32 row factor per row. 8-bit K/V at D64 and D128 only, and not with staging's knobs.
+        let spec = |key: &str, p: Precision, head_dim: u32| KernelSpec {
+            variant: key.parse().unwrap(),
+            precision: p,
+            head_dim,
+            causal: true,
+        };
+        let key = "portable.m128.n64.w4.s2.b2.ctfhelx";
+        let q = 128 * 256;
+        let ring = 2 * 2 * 64 * 128;
+        assert_eq!(
+            spec(key, Precision::Fp8KvF16, 128).dynamic_smem_bytes(),
+            q + ring
+        );
+        assert_eq!(
+            spec(key, Precision::Fp8, 128).dynamic_smem_bytes(),
+            q + ring
+        );
+        assert_eq!(
+            spec(key, Precision::Fp8KvBf16, 128).dynamic_smem_bytes(),
+            q + ring + 4 * 128
+        );
+        assert!(spec(key, Precision::Fp8KvF16, 64)
+            .validate(Arch::Sm90a)
+            .is_ok());
+        for (p, d) in [(Precision::F16, 128), (Precision::Fp8KvF16, 256)] {
+            let e = spec(key, p, d)
+                .validate(Arch::Sm80)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("fragment_decode serves 8-bit K/V"), "{e}");
+        }
+        for bad in [
+            "portable.m128.n64.w4.s3.b2.ctfhedx",
+            "portable.m128.n64.w4.s2.b2.ctfhel",
+            "portable.m128.n64.w5.s2.b2.ctfw1hel",
+            "portable.m128.n64.w4.s2.b2.cfhelx",
+        ] {
+            let v: Variant = bad.parse().unwrap();
+            assert!(v.validate().is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -303,3 +303,75 @@ fn cluster_pairs_match_the_cpu_reference() {
         }
     }
 }
+
+#[test]
+#[ignore = "needs a GPU"]
+fn fragment_decode_matches_the_cpu_reference() {
+    // Ragged lengths (partial tiles at both ends), GQA, both layouts, causal and not, for the
+    // three Q types the fragment decode handles differently: f16 Q as is, bf16 Q stored as f16
+    // at a power of two per row, 8-bit Q decoded to f16.
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    let variants = [
+        (128, "portable.m128.n64.w4.s2.b2.ctfhelx"),
+        (64, "portable.m128.n128.w4.s2.b2.ctfhelx"),
+    ];
+    for (i, (d, key)) in variants.into_iter().enumerate() {
+        let v: Variant = key.parse().unwrap();
+        for (j, p) in [Precision::Fp8KvF16, Precision::Fp8KvBf16, Precision::Fp8]
+            .into_iter()
+            .enumerate()
+        {
+            for causal in [false, true] {
+                let host = case(
+                    p,
+                    (2, 300, 333, 4, 2, d),
+                    causal,
+                    if j % 2 == 0 {
+                        Layout::Bshd
+                    } else {
+                        Layout::Bhsd
+                    },
+                    70 + 8 * i as u64 + 2 * j as u64 + causal as u64,
+                );
+                let spec = check(&dev, &stream, &host, KernelChoice::Variant(v));
+                assert!(spec.variant.fragment_decode, "{}", spec.key());
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn fragment_decode_keeps_bf16_rows_of_any_magnitude() {
+    // bf16 Q rows scaled by 2^-30 .. 2^+6 (exponent field shifted, so every value stays exact
+    // in bf16): each row gets its own power of two when Q is stored as f16.
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    for (d, key) in [
+        (128, "portable.m128.n64.w4.s2.b2.ctfhelx"),
+        (64, "portable.m128.n128.w4.s2.b2.ctfhelx"),
+    ] {
+        let v: Variant = key.parse().unwrap();
+        let mut host = case(
+            Precision::Fp8KvBf16,
+            (1, 200, 200, 2, 1, d),
+            true,
+            Layout::Bshd,
+            91,
+        );
+        // BSHD: row (s, h) is element block ((s * heads) + h) * d.
+        for (r, row) in host.enc[0].bytes.chunks_mut(2 * d).enumerate() {
+            let shift = (r % 7) as i32 * 6 - 30;
+            for x in row.chunks_mut(2) {
+                let b = u16::from_le_bytes([x[0], x[1]]);
+                let e = ((b >> 7) & 0xff) as i32;
+                if e != 0 && e + shift > 0 && e + shift < 255 {
+                    let nb = (b & 0x807f) | (((e + shift) as u16) << 7);
+                    x.copy_from_slice(&nb.to_le_bytes());
+                }
+            }
+        }
+        check(&dev, &stream, &host, KernelChoice::Variant(v));
+    }
+}

@@ -16,9 +16,11 @@
 // Precisions: Q, K, V arrive as 16-bit (f16/bf16) or 8-bit codes (E4M3, or the seeds'
 // u8 code). 8-bit K/V are copied as 8-bit tiles (half the global traffic of fp16) and
 // decoded once per block into a 16-bit staging tile, which the tensor-core loop reads like
-// an fp16 tile; an 8-bit Q is decoded while it is stored to shared memory. Decoding is
-// exact, so the descales are applied in fp32: q_descale · k_descale folds into the softmax
-// scale, v_descale into the final normalization.
+// an fp16 tile; an 8-bit Q is decoded while it is stored to shared memory. With FRAG
+// (fragment decode) there is no staging tile: every warp reads the 8-bit ring with ldmatrix
+// and decodes in registers beside the mma. Decoding is exact, so the descales are applied in
+// fp32: q_descale · k_descale folds into the softmax scale, v_descale into the final
+// normalization.
 //
 // Conventions mirror reference.cu and abi.cuh: bottom-right causal (query i sees key j iff
 // j <= i + seq_kv - seq_q), a row that sees no key gets O = 0 and LSE = -inf, LSE in natural
@@ -46,7 +48,8 @@ template <typename T, typename F> struct Pick<false, T, F> { typedef F type; };
 // P·V's operand type. 8-bit V decodes exactly to f16 (every E4M3 value and every u - 128 is
 // an f16), so with 8-bit K/V P·V runs in f16 even under bf16 compute: V skips the f16 -> bf16
 // step of the decode (3 of its 4 instructions per pair), and P in [0, 2^8] keeps 11 bits
-// instead of 8. Q·Kᵀ stays in the compute type (Q is not exact in f16).
+// instead of 8. Q·Kᵀ stays in the compute type (Q is not exact in f16), except under fragment
+// decode (qk_t below).
 typedef Pick<sizeof(kv_t) == 1, half_t, c_t>::type pv_t;
 
 namespace cfg {
@@ -75,6 +78,25 @@ constexpr bool SWZ = SDPA_SWIZZLE != 0;
 constexpr bool CAUSAL = SDPA_CAUSAL != 0;
 constexpr bool KV8 = sizeof(kv_t) == 1;
 constexpr bool Q8 = sizeof(q_t) == 1;
+// Fragment decode (8-bit K/V, FRAG): no staging tile. Each computing warp reads the 8-bit ring
+// with 8-bit ldmatrix and decodes in registers right before the mma (see compute_tile):
+// - K: an ldmatrix 8x8 b16 matrix over 8 keys x 16 codes gives lane (g, t) the codes
+//   d = 4t..4t+3 of key g, which decode to the B fragment {b0, b1} of a k16 block if the
+//   block's k order is d 4t, 4t+1 (k 2t, 2t+1) and 4t+2, 4t+3 (k 2t+8, 2t+9). Q's columns
+//   are stored in that order (qperm), so Q·Kᵀ is unchanged.
+// - V: .trans over 8 keys x 16 codes gives lane (g, t) keys 2t, 2t+1 at d 2g, 2g+1; one
+//   byte permute turns that into b0 of two d-tiles, one with the even d of the 16 and one
+//   with the odd. O's d-tile 2c + 1 of chunk c holds the odd columns (write_out undoes it).
+// So every computing warp decodes the whole tile (one conversion per pair per warp, where the
+// staged decode shares them over the block), but there is no 16-bit store and reload, no
+// decode barrier, and the ldmatrix traffic for K/V is half of fp16's.
+constexpr bool FRAG = KV8 && SDPA_FRAG_DECODE != 0;
+constexpr bool STAGED = KV8 && !FRAG;  // 8-bit K/V decoded into 16-bit staging tiles
+// Q·Kᵀ's operand type. Fragment decode runs it in f16 whatever the compute type, so that K's
+// decode is one conversion per pair (to bf16 it is four, which cost runs 89-90 8-12 %): 8-bit Q
+// and E4M3 K are exact in f16; a bf16 Q is stored as f16 at a per-row power of two (ROWSC).
+constexpr bool ROWSC = FRAG && !Q8 && Same<q_t, bf16_t>::value;
+typedef Pick<FRAG, half_t, c_t>::type qk_t;
 // Q fragments (R·D/4 registers) stay in registers for the whole KV loop with 16 rows per
 // warp and D <= 128 (16 or 32 registers); with 32 rows per warp the O and S accumulators
 // already take most of the budget, so Q is re-read from shared memory (ldmatrix) per tile.
@@ -94,6 +116,17 @@ constexpr bool PAIRED = SDPA_PAIRED_ROWS != 0;
 constexpr bool Q_IN_REGS = (R == 1 && D <= 128) || (STREAM && D == 64);
 
 typedef Tile16<D * 2, SWZ> T16;         // 16-bit tiles: Q, K/V (16-bit inputs), staging
+// 8-bit ring tiles under fragment decode: rows of D bytes, chunk c of row r stored at chunk
+// c ^ swz(r), so that the 8 consecutive rows of one ldmatrix matrix at one logical chunk hit 8
+// distinct 16-byte bank groups. D >= 128: swz(r) = r % 8, as in Tile16. D 64 (rows of 4
+// chunks, two rows per 128-byte bank window): swz(r) = (r / 2) % 4, so that the 4 even and the
+// 4 odd rows of the 8 each take 4 distinct chunks, in different halves of the window.
+struct Tile8 {
+    static constexpr int STRIDE = D;
+    __device__ __forceinline__ static int swz(int row) { return D >= 128 ? (row & 7) : ((row >> 1) & 3); }
+    __device__ __forceinline__ static u32 off(int row, int chunk) { return u32(row * STRIDE + ((chunk ^ swz(row)) << 4)); }
+};
+typedef Tile8 T8;
 constexpr int ROW16 = T16::STRIDE;
 constexpr int CH16 = D * 2 / 16;         // 16-byte chunks per 16-bit row
 constexpr int CH8 = D / 16;              // 16-byte chunks per 8-bit row (dense rows)
@@ -115,7 +148,7 @@ constexpr u32 CLUSTER_TX = 2 * OWN_BN * D * 2;
 // decoded into the other of two staging buffers right after tile j's barrier, then tile j is
 // computed: one barrier per tile, and one warp's decode overlaps the others' mma. D 256 keeps
 // one staging buffer (two would not fit sm_86/89's 99 KB at m64) and the two-barrier path.
-constexpr bool PIPE_DECODE = KV8 && !WS && STAGES >= 2 && D <= 128;
+constexpr bool PIPE_DECODE = STAGED && !WS && STAGES >= 2 && D <= 128;
 // Whether a K/V tile's 16-byte 8-bit chunks deal evenly over nt threads in row pairs (see
 // OwnChunks), so that each thread can copy and decode its own chunks.
 constexpr bool own_fits(int nt) {
@@ -127,7 +160,7 @@ constexpr bool own_fits(int nt) {
 // run the 16-bit loop with no decode instruction and no block barrier of their own. On sm_90a
 // the producer warpgroup gives registers to the consumers (REG_SPLIT). (With >= 2 stages, warp
 // specialization with 8-bit K/V keeps the producers' 8-bit ring and the consumers' decode.)
-constexpr bool DECODERS = KV8 && WS && STAGES == 1 && own_fits(PRODUCERS * 32);
+constexpr bool DECODERS = STAGED && WS && STAGES == 1 && own_fits(PRODUCERS * 32);
 // The threads that own chunks: producers under DECODERS, else the computing threads.
 constexpr int OWN_NT = (DECODERS ? PRODUCERS : CONSUMERS) * 32, OWN_PER_KV = OWN_BN * CH8, OWN_PAIR = 2 * CH8;
 constexpr bool OWN_FITS = own_fits(OWN_NT);
@@ -144,14 +177,17 @@ constexpr bool OWN_FITS = own_fits(OWN_NT);
 //   per tile, and each half's copy has a whole tile to land. That is 224 KB (Q 64, staging
 //   128, ring 32), where two pairs beside a 2-deep ring (256 KB) do not fit. (Below D 256 the
 //   pipelined decode does this job; one stage there keeps the serial path.)
-constexpr bool SPLIT_BASE = KV8 && !WS && !PIPE_DECODE && CP_ASYNC && TC_PV && !HALF_STEPS && OWN_FITS;
+constexpr bool SPLIT_BASE = STAGED && !WS && !PIPE_DECODE && CP_ASYNC && TC_PV && !HALF_STEPS && OWN_FITS;
 constexpr bool RING1 = SPLIT_BASE && STAGES == 1 && D == 256;
 constexpr bool SPLIT_DECODE = SPLIT_BASE && (STAGES >= 2 || RING1);
 // Decoupled sync decodes tile j + 2 during tile j into one of four staging buffers, so that a
 // warp may run up to one tile ahead of the slowest (see consume).
 constexpr int AHEAD = DECOUPLED ? 2 : 1;
-constexpr int STG_BUFS = KV8 ? (DECOUPLED ? 4 : (PIPE_DECODE || RING1 || DECODERS) ? 2 : 1) : 0;
+constexpr int STG_BUFS = STAGED ? (DECOUPLED ? 4 : (PIPE_DECODE || RING1 || DECODERS) ? 2 : 1) : 0;
 constexpr int STG_BYTES = 2 * BN * ROW16;  // one 16-bit K and V staging pair
+// Bytes per key row of the K/V tiles the loop computes from: 8-bit ring rows under fragment
+// decode, else 16-bit rows (the ring's, or staging's).
+constexpr int KV_ROW = FRAG ? D : ROW16;
 constexpr int P_ROW = BN + 4;            // fp32 P rows of the scalar P·V path, padded
 
 // Shared memory layout, in bytes; KernelSpec::dynamic_smem_bytes() computes the same total.
@@ -164,7 +200,8 @@ constexpr int RING_SLOTS = DECODERS ? 0 : STAGES;
 constexpr int OFF_STG = OFF_KV + RING_SLOTS * 2 * KV_TILE;     // 16-bit K, V (8-bit inputs)
 constexpr int OFF_P = OFF_STG + STG_BUFS * STG_BYTES;           // scalar P·V only
 constexpr int OFF_MBAR = OFF_P + (TC_PV ? 0 : BM * P_ROW * 4);  // decoupled: DONE[buffer]; decode warps: FULL, EMPTY
-constexpr int SMEM = OFF_MBAR + (DECOUPLED ? 8 * STG_BUFS : DECODERS ? 16 * STG_BUFS : 0);
+constexpr int OFF_QSC = OFF_MBAR + (DECOUPLED ? 8 * STG_BUFS : DECODERS ? 16 * STG_BUFS : 0);  // ROWSC: 2^-k per Q row
+constexpr int SMEM = OFF_QSC + (ROWSC ? 4 * BM : 0);
 static_assert(SMEM == SDPA_SMEM_BYTES, "shared-memory layout differs from KernelSpec::dynamic_smem_bytes()");
 
 // Named barrier ids (0 is __syncthreads): consumers only (warp specialization) or the split
@@ -224,6 +261,8 @@ static_assert(!WS || (CP_ASYNC && (STAGES >= 2 || DECODERS) && PRODUCERS > 0),
 static_assert(BAR_EMPTY + STAGES <= 16, "16 hardware barriers");
 static_assert(!PAIRED || (R == 2 && TC_PV && !STREAM), "paired rows: 32 rows per warp, tensor-core P·V, not the stream");
 static_assert(!CLUSTER || (DECOUPLED && !PERSISTENT && !WS), "cluster pair: decoupled sync, not persistent");
+static_assert(!FRAG || (D <= 128 && TC_PV && CP_ASYNC && SWZ && !WS && !DECOUPLED && !CLUSTER),
+              "fragment decode: D 64 or 128, tensor-core P·V, cp.async, swizzle, light or block sync");
 static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && TC_PV),
               "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages");
 }  // namespace cfg
@@ -338,7 +377,7 @@ __device__ __forceinline__ void load_kv(u8* smem, const SdpaParams& p, const Wor
         for (int i = 0; i < PER; ++i) {
             const int row = row0 + i * RS;
             const bool valid = n0 + row < p.seq_kv;
-            const u32 dst = KV8 ? u32(row * D + ch * 16) : T16::off(row, ch);
+            const u32 dst = FRAG ? T8::off(row, ch) : KV8 ? u32(row * D + ch * 16) : T16::off(row, ch);
             // Past seq_kv the source is not read (zero-fill), so it needs no clamping.
             copy16(base + dst, kt + i * RS * w.ks, valid);
             copy16(base + KV_TILE + dst, vt + i * RS * w.vs, valid);
@@ -348,7 +387,7 @@ __device__ __forceinline__ void load_kv(u8* smem, const SdpaParams& p, const Wor
             const int row = ci / CH, ch = ci % CH;
             const bool valid = n0 + row < p.seq_kv;
             const long long r = valid ? n0 + row : 0;
-            const u32 dst = KV8 ? u32(row * D + ch * 16) : T16::off(row, ch);
+            const u32 dst = FRAG ? T8::off(row, ch) : KV8 ? u32(row * D + ch * 16) : T16::off(row, ch);
             copy16(base + dst, w.k + r * w.ks + ch * 16, valid);
             copy16(base + KV_TILE + dst, w.v + r * w.vs + ch * 16, valid);
         }
@@ -514,6 +553,30 @@ __device__ __forceinline__ void load_kv_own(u8* smem, const SdpaParams& p, const
     }
 }
 
+// Fragment decode: four 8-bit codes to two pairs of C (a template on C, so that kernels with
+// 16-bit K/V, which have no decoder, never instantiate it).
+// E4M3 to f16 takes the word's halves in place (e4m3x4_to_f16_h1: no shift per word).
+template <typename C> __device__ __forceinline__ void frag_decode(u32 w, u32& lo, u32& hi) {
+    if constexpr (KV8 && Same<kv_t, e4m3_t>::value) {
+        e4m3x4_to_f16_h1(w, lo, hi);
+        if constexpr (Same<C, bf16_t>::value) {
+            lo = f16x2_exact_to_bf16x2(lo);
+            hi = f16x2_exact_to_bf16x2(hi);
+        }
+    } else if constexpr (KV8) {
+        Decode4<kv_t, C>::run(w, lo, hi);
+    }
+}
+
+// Fragment decode: one 16-column block of Q (chunks a, b: column pairs P0..P3, P4..P7, pair
+// Pi = d 2i, 2i + 1) into K's fragment order P0 P2 P4 P6 | P1 P3 P5 P7, so that ldmatrix gives
+// a[0] = d 4t, 4t + 1 and a[2] = d 4t + 2, 4t + 3 (see FRAG).
+__device__ __forceinline__ void qperm(u32x4& a, u32x4& b) {
+    const u32x4 x = a, y = b;
+    a = u32x4{x.x, x.z, y.x, y.z};
+    b = u32x4{x.y, x.w, y.y, y.w};
+}
+
 // Q tile (rows m0..m0+BM) to shared memory as 16-bit compute values, by computing threads.
 // 16-bit Q: cp.async (or plain copies); 8-bit Q: load, decode, store. Rows past seq_q are 0.
 template <int NTH>
@@ -521,7 +584,56 @@ __device__ __forceinline__ void load_q(u8* smem, const SdpaParams& p, const Work
     const u8* q = (const u8*)p.q + ((long long)w.b * p.q_stride_b + (long long)w.hq * p.q_stride_h) * sizeof(q_t);
     const long long qs = p.q_stride_s * (long long)sizeof(q_t);
     const u32 base = smem_u32(smem + OFF_Q);
-    if constexpr (!Q8 && NTH % CH16 == 0 && (BM * CH16) % NTH == 0) {
+    if constexpr (FRAG && !Q8) {
+        // Fragment decode: through registers, a 16-column block (two chunks) at a time, so
+        // that its column pairs can be stored in K's fragment order (qperm). Every load is
+        // issued before the first store, as for 8-bit Q below.
+        constexpr int CB = CH16 / 2;  // 16-column blocks per row
+        static_assert(NTH % CB == 0 && (BM * CB) % NTH == 0, "Q blocks deal evenly over the threads");
+        constexpr int RS = NTH / CB, PER = BM * CB / NTH;
+        const int row0 = tid / CB, cb = tid % CB;
+        const u8* src = q + (long long)(w.m0 + row0) * qs + cb * 32;
+        u32x4 in[PER][2];
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            in[i][0] = in[i][1] = u32x4{0u, 0u, 0u, 0u};
+            if (w.m0 + row0 + i * RS < p.seq_q) {
+                in[i][0] = ldg16(src + i * RS * qs);
+                in[i][1] = ldg16(src + i * RS * qs + 16);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            const int row = row0 + i * RS;
+            if constexpr (ROWSC) {
+                // bf16 Q to f16 at 2^k, k per row (the CB threads of a row are adjacent lanes):
+                // the row's largest |q| lands in [2^14, 2^15), so every element down to 2^-29
+                // of it is exact in f16 (bf16's 8 significant bits fit f16's 11); smaller ones
+                // round as f16 subnormals, an error far below bf16's own rounding of the
+                // largest terms. 2^-k goes to shared memory for the softmax's row scale.
+                float mx = 0.f;
+#pragma unroll
+                for (int e = 0; e < 8; ++e) {
+                    const u32 wd = e < 4 ? (&in[i][0].x)[e] : (&in[i][1].x)[e - 4];
+                    mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(wd << 16)), fabsf(__uint_as_float(wd & 0xffff0000u))));
+                }
+#pragma unroll
+                for (int o = 1; o < CB; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+                const int ex = int((__float_as_uint(mx) >> 23) & 0xffu);
+                const int k = min(100, max(-100, 141 - ex));  // 141 = 14 + 127; clamped: zero rows
+                const float sc = __uint_as_float(u32(k + 127) << 23);
+#pragma unroll
+                for (int e = 0; e < 8; ++e) {
+                    u32& wd = e < 4 ? (&in[i][0].x)[e] : (&in[i][1].x)[e - 4];
+                    wd = pack2<half_t>(__uint_as_float(wd << 16) * sc, __uint_as_float(wd & 0xffff0000u) * sc);
+                }
+                if (cb == 0) sts_f32(smem_u32(smem + OFF_QSC) + 4 * row, __uint_as_float(u32(127 - k) << 23));
+            }
+            qperm(in[i][0], in[i][1]);
+            sts16(base + T16::off(row, 2 * cb), in[i][0]);
+            sts16(base + T16::off(row, 2 * cb + 1), in[i][1]);
+        }
+    } else if constexpr (!Q8 && NTH % CH16 == 0 && (BM * CH16) % NTH == 0) {
         // Fixed chunk column per thread, as in load_kv (the generic loop below cost ~30
         // integer instructions per chunk: ~500 per thread in every block's prologue).
         constexpr int RS = NTH / CH16, PER = BM * CH16 / NTH;
@@ -558,8 +670,9 @@ __device__ __forceinline__ void load_q(u8* smem, const SdpaParams& p, const Work
         for (int i = 0; i < PER; ++i) {
             const int row = row0 + i * RS;
             u32x4 a, b;
-            decode16<q_t, c_t>(in[i], a, b);
+            decode16<q_t, qk_t>(in[i], a, b);
             if (w.m0 + row >= p.seq_q) a = b = in[i];  // zeros (u8 code 0 decodes to -128)
+            if constexpr (FRAG) qperm(a, b);
             sts16(base + T16::off(row, 2 * ch), a);
             sts16(base + T16::off(row, 2 * ch + 1), b);
         }
@@ -568,8 +681,9 @@ __device__ __forceinline__ void load_q(u8* smem, const SdpaParams& p, const Work
             const int row = ci / CH8, ch = ci % CH8;
             u32x4 in = {0u, 0u, 0u, 0u}, a, b;
             if (w.m0 + row < p.seq_q) in = ldg16(q + (long long)(w.m0 + row) * qs + ch * 16);
-            decode16<q_t, c_t>(in, a, b);
+            decode16<q_t, qk_t>(in, a, b);
             if (w.m0 + row >= p.seq_q) a = b = in;  // zeros (u8 code 0 decodes to -128)
+            if constexpr (FRAG) qperm(a, b);
             sts16(base + T16::off(row, 2 * ch), a);
             sts16(base + T16::off(row, 2 * ch + 1), b);
         }
@@ -582,6 +696,22 @@ struct WarpState {
     float m[R][2];         // running row max (base-2 scaled), rows g and g + 8 of fragment mi
     float l[R][2];         // running row sum, this lane's partial (quad-reduced at the end)
     u32 q[Q_IN_REGS ? R : 1][Q_IN_REGS ? D / 16 : 1][4];  // Q A-fragments when kept in registers
+    float sl2r[ROWSC ? R : 1][2];  // ROWSC: the softmax's log2 scale per row (rows g, g + 8 of fragment mi)
+    // The softmax's log2 scale for the rows (mi, h): the work tile's, or its row's under ROWSC.
+    __device__ __forceinline__ float sl2_at(float sl2, int mi, int h) const {
+        if constexpr (ROWSC) return sl2r[mi][h];
+        else return sl2;
+    }
+    // ROWSC: this lane's rows' scales, sl2 · 2^-k, once Q (and its row factors) are visible.
+    __device__ __forceinline__ void load_row_scales(u8* smem, float sl2, int warp, int lane) {
+        if constexpr (ROWSC) {
+#pragma unroll
+            for (int mi = 0; mi < R; ++mi)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    sl2r[mi][h] = sl2 * lds_f32(smem_u32(smem + OFF_QSC) + 4 * (frag_row(warp, mi) + (lane >> 2) + 8 * h));
+        }
+    }
     // This warp's Q A-fragments from the Q tile at `sq` (Q_IN_REGS only).
     __device__ __forceinline__ void load_q(const LaneAddr<T16>& a, u32 sq, int warp) {
 #pragma unroll
@@ -616,10 +746,20 @@ struct WarpState {
 //    are b0, b1 of n-tile 2np and r[2], r[3] those of n-tile 2np + 1.
 // (K could use pattern A with its registers reordered, saving 4 address registers, but
 // ptxas then recomputes addresses in the loop: +98 instructions per tile at D128, round 5.)
+// Fragment decode, over the 8-bit ring (T8): v8 is pattern A (V with .trans: matrices (keys
+// 0-7, chunk c), (keys 8-15, c), (keys 0-7, c + 1), (keys 8-15, c + 1)); K's x4 covers 32 keys
+// at one chunk kk (lane l points at key row l, so r[i] is n-tile i of the 32), whose swizzled
+// offset k8_at computes.
 struct Addrs {
     LaneAddr<T16> a, b;
+    LaneAddr<T8> v8;
+    u32 k8_row, k8_x;
     __device__ __forceinline__ explicit Addrs(int lane)
-        : a((lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4), b((lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1) {}
+        : a((lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4), b((lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1),
+          v8((lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4), k8_row(u32(lane * T8::STRIDE)), k8_x(u32(T8::swz(lane) << 4)) {}
+    __device__ __forceinline__ u32 k8_at(u32 tile, int row0, int kk) const {
+        return tile + k8_row + u32(row0 * T8::STRIDE) + ((u32(kk) << 4) ^ k8_x);
+    }
 };
 
 // One KV tile: S = Q·Kᵀ, mask, online softmax, O += P·V. sk / sv: 16-bit K and V tiles.
@@ -667,14 +807,31 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
                 ldmatrix_x4(qa[mi], ad.a.at(sq, frag_row(warp, mi), 2 * kk));
             }
         }
+        if constexpr (FRAG) {
+            // 8-bit K: r[i] holds codes d 16kk + 4t .. + 3 of key 32nq + 8i + g, which decode
+            // to b0, b1 of n-tile 4nq + i in Q's permuted k order (see FRAG).
 #pragma unroll
-        for (int np = 0; np < CN / 16; ++np) {
-            u32 kb[4];
-            ldmatrix_x4(kb, ad.b.at(sk, 16 * np, 2 * kk));
+            for (int nq = 0; nq < CN / 32; ++nq) {
+                u32 kr[4];
+                ldmatrix_x4(kr, ad.k8_at(sk, 32 * nq, kk));
 #pragma unroll
-            for (int mi = MI0; mi < R; ++mi) {
-                Mma<c_t>::run(s[mi][2 * np], qa[mi], kb[0], kb[1]);
-                Mma<c_t>::run(s[mi][2 * np + 1], qa[mi], kb[2], kb[3]);
+                for (int i = 0; i < 4; ++i) {
+                    u32 b0, b1;
+                    frag_decode<qk_t>(kr[i], b0, b1);
+#pragma unroll
+                    for (int mi = MI0; mi < R; ++mi) Mma<qk_t>::run(s[mi][4 * nq + i], qa[mi], b0, b1);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int np = 0; np < CN / 16; ++np) {
+                u32 kb[4];
+                ldmatrix_x4(kb, ad.b.at(sk, 16 * np, 2 * kk));
+#pragma unroll
+                for (int mi = MI0; mi < R; ++mi) {
+                    Mma<c_t>::run(s[mi][2 * np], qa[mi], kb[0], kb[1]);
+                    Mma<c_t>::run(s[mi][2 * np + 1], qa[mi], kb[2], kb[3]);
+                }
             }
         }
     }
@@ -717,7 +874,8 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
             for (int nt = 0; nt < CN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[mi][nt][2 * h], s[mi][nt][2 * h + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float cand = mx * sl2;
+            const float sl = ws.sl2_at(sl2, mi, h);
+            const float cand = mx * sl;
             const float m_old = ws.m[mi][h];
             const bool up = cand > m_old + RESCALE_TAU;  // false while the row sees no key
             const float m_new = up ? cand : m_old;
@@ -730,7 +888,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
             for (int nt = 0; nt < CN / 8; ++nt)
 #pragma unroll
                 for (int e = 2 * h; e < 2 * h + 2; ++e) {
-                    const float pe = ex2(fmaf(s[mi][nt][e], sl2, -m_use));
+                    const float pe = ex2(fmaf(s[mi][nt][e], sl, -m_use));
                     s[mi][nt][e] = pe;
                     sum += pe;
                 }
@@ -763,8 +921,29 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
                 pa[mi][2] = pack2<pv_t>(s[mi][2 * kc + 1][0], s[mi][2 * kc + 1][1]);
                 pa[mi][3] = pack2<pv_t>(s[mi][2 * kc + 1][2], s[mi][2 * kc + 1][3]);
             }
+            if constexpr (FRAG) {
+                // 8-bit V, .trans: r[2c] holds keys 2t, 2t + 1 (r[2c + 1]: 8 + 2t, 9 + 2t) at
+                // d 2g, 2g + 1 of chunk 2dq + c; bytes 0, 2 and 1, 3 are b0 (b1) of the chunk's
+                // even and odd d-tiles, O's d-tiles 2(2dq + c) and 2(2dq + c) + 1 (see FRAG).
 #pragma unroll
-            for (int dp = 0; dp < D / 16; ++dp) {
+                for (int dq = 0; dq < D / 32; ++dq) {
+                    u32 vr[4];
+                    ldmatrix_x4_trans(vr, ad.v8.at(sv, 16 * kc, 2 * dq));
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        u32 e0, o0, e1, o1;
+                        frag_decode<pv_t>(prmt(vr[2 * c], 0u, 0x3120u), e0, o0);
+                        frag_decode<pv_t>(prmt(vr[2 * c + 1], 0u, 0x3120u), e1, o1);
+#pragma unroll
+                        for (int mi = MI0; mi < R; ++mi) {
+                            Mma<pv_t>::run(ws.o[mi][4 * dq + 2 * c], pa[mi], e0, e1);
+                            Mma<pv_t>::run(ws.o[mi][4 * dq + 2 * c + 1], pa[mi], o0, o1);
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int dp = 0; dp < (FRAG ? 0 : D / 16); ++dp) {
                 // .trans over V[key][d]: matrices (keys 0-7, d 0-7), (keys 8-15, d 0-7),
                 // (keys 0-7, d 8-15), (keys 8-15, d 8-15) give b0, b1 of d-tile 2dp, then
                 // b0, b1 of d-tile 2dp + 1.
@@ -835,9 +1014,21 @@ __device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, co
             const int row = row_w + frag_off(warp, mi) + g + 8 * h;
             if (row < p.seq_q) {
                 o_t* orow = o + (long long)row * p.o_stride_s;
+                if constexpr (FRAG) {
+                    // d-tiles 2c (even columns of chunk c) and 2c + 1 (odd): this lane holds
+                    // d 16c + 4t .. + 3 as even[2h], odd[2h], even[2h + 1], odd[2h + 1].
 #pragma unroll
-                for (int dt = 0; dt < D / 8; ++dt)
-                    stg_u32(orow + 8 * dt + 2 * t, pack2<o_t>(ws.o[mi][dt][2 * h] * inv, ws.o[mi][dt][2 * h + 1] * inv));
+                    for (int c = 0; c < D / 16; ++c) {
+                        const float* ev = ws.o[mi][2 * c];
+                        const float* od = ws.o[mi][2 * c + 1];
+                        stg_u32(orow + 16 * c + 4 * t, pack2<o_t>(ev[2 * h] * inv, od[2 * h] * inv));
+                        stg_u32(orow + 16 * c + 4 * t + 2, pack2<o_t>(ev[2 * h + 1] * inv, od[2 * h + 1] * inv));
+                    }
+                } else {
+#pragma unroll
+                    for (int dt = 0; dt < D / 8; ++dt)
+                        stg_u32(orow + 8 * dt + 2 * t, pack2<o_t>(ws.o[mi][dt][2 * h] * inv, ws.o[mi][dt][2 * h + 1] * inv));
+                }
                 if (p.lse && t == 0)
                     p.lse[((long long)w.b * p.heads_q + w.hq) * p.seq_q + row] =
                         empty ? -SDPA_INF : (ws.m[mi][h] + log2f(l)) * 0.6931471805599453f;
@@ -978,7 +1169,9 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     // with the pipelined decode, 0..STAGES-2 otherwise).
     if constexpr (PERSISTENT) consumer_sync();  // the previous work tile is done with smem
     if constexpr (CLUSTER) cluster_arrive_relaxed();  // this CTA has started (waited for below)
-    load_q<NT>(smem, p, w, tid);
+    // Fragment decode loads Q through registers (qperm), after the first K/V copies are issued,
+    // so that its loads' latency overlaps theirs (below; its commit group stays, empty).
+    if constexpr (!FRAG) load_q<NT>(smem, p, w, tid);
     commit();
     const OwnChunks oc(tid);
     const u32 done_bar = smem_u32(smem + OFF_MBAR);  // decoupled: DONE[b] at + 8b
@@ -1014,11 +1207,13 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             if (s < w.n_tiles) load_kv<NT>(smem, p, w, s, s, tid);
             commit();
         }
+        if constexpr (FRAG) load_q<NT>(smem, p, w, tid);
         wait_groups<STAGES - 1>();  // Q landed
     } else {
         wait_groups<0>();
     }
     consumer_sync();
+    ws.load_row_scales(smem, sl2, warp, lane);
     if constexpr (Q_IN_REGS) {
         ws.load_q(ad.a, smem_u32(smem + OFF_Q), warp);
         step_sync();
@@ -1115,7 +1310,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         } else if constexpr (DECODERS) {
             sk = stg + slot * STG_BYTES;
             sv = sk + BN * ROW16;
-        } else if constexpr (KV8) {
+        } else if constexpr (STAGED) {
             decode_kv(smem, slot, 0, tid, NT);
             consumer_sync();
             if constexpr (WS) bar_arrive(BAR_EMPTY + slot, WARPS * 32);  // 8-bit slot free
@@ -1128,7 +1323,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         const bool masked = j >= w.diag0;
 #pragma unroll 1
         for (int c = 0; c < BN / CN; ++c) {
-            const u32 ck = sk + c * CN * ROW16, cv = sv + c * CN * ROW16;
+            const u32 ck = sk + c * CN * KV_ROW, cv = sv + c * CN * KV_ROW;
             const int k0 = j * BN + c * CN;
             // Causal: a step whose first key lies past the limit of the warp's last row is
             // masked for every row of the warp, and so a no-op (p = 0; m, l and O unchanged).
@@ -1259,7 +1454,7 @@ __device__ __forceinline__ void load_q_warp(u8* smem, const SdpaParams& p, const
             const bool valid = w.m0 + r < p.seq_q;
             u32x4 in = {0u, 0u, 0u, 0u}, a, b;
             if (valid) in = ldg16(q + (long long)(w.m0 + r) * qs + ch * 16);
-            decode16<q_t, c_t>(in, a, b);
+            decode16<q_t, qk_t>(in, a, b);
             if (!valid) a = b = in;  // zeros (u8 code 0 decodes to -128)
             sts16(base + T16::off(r, 2 * ch), a);
             sts16(base + T16::off(r, 2 * ch + 1), b);

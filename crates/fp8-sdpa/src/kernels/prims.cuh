@@ -8,6 +8,10 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 typedef long long i64;
 
+// Type equality, for `if constexpr` on element types (no <type_traits> under NVRTC).
+template <typename A, typename B> struct Same { static constexpr bool value = false; };
+template <typename A> struct Same<A, A> { static constexpr bool value = true; };
+
 // ---- element types: plain bit containers, so no toolkit header is needed ----------------
 struct half_t { u16 x; };
 struct bf16_t { u16 x; };
@@ -191,6 +195,9 @@ __device__ __forceinline__ float lds_f32(u32 addr) {
     float v;
     asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
     return v;
+}
+__device__ __forceinline__ void sts_f32(u32 addr, float a) {
+    asm volatile("st.shared.f32 [%0], %1;" :: "r"(addr), "f"(a) : "memory");
 }
 __device__ __forceinline__ void sts_f32x2(u32 addr, float a, float b) {
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(addr), "f"(a), "f"(b) : "memory");
@@ -466,6 +473,20 @@ __device__ __forceinline__ void e4m3x4_to_f16(u32 w, u32& lo, u32& hi) {
 #else
     lo = e4m3x2_to_f16x2_sw(prmt(w, 0u, 0x4140u));  // bytes {c0, 0, c1, 0}
     hi = e4m3x2_to_f16x2_sw(prmt(w, 0u, 0x4342u));  // bytes {c2, 0, c3, 0}
+#endif
+}
+// The same, with the word's halves taken in place: mov.b32 {lo, hi} lets ptxas feed F2FP's
+// .H1 operand instead of shifting the word (one SHF fewer per four codes). For the fragment
+// decode, where a conversion sits beside every mma; round 14's fold of the shared decode
+// (within noise there) made a decode-warp tile spill, so the staged decodes keep the form above.
+__device__ __forceinline__ void e4m3x4_to_f16_h1(u32 w, u32& lo, u32& hi) {
+#if __CUDA_ARCH__ >= 890
+    u16 a, b;
+    asm("mov.b32 {%0, %1}, %2;" : "=h"(a), "=h"(b) : "r"(w));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"(a));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"(b));
+#else
+    e4m3x4_to_f16(w, lo, hi);
 #endif
 }
 // f16x2 holding values exact in bf16 -> bf16x2: widen to f32 (exact) and keep the upper 16

@@ -91,6 +91,11 @@ const KV8_D256: &str = "portable.m128.n64.w8.s1.b1.ctelx";
 /// warpgroup that copies and decodes, registers moved to the consumers with setmaxnreg).
 const KV8_D256_DECODERS: &str = "portable.m128.n64.w12.s1.b1.ctw4elx";
 
+/// Round 18, Hopper FP8-KV causal up to S 2k: fragment decode on the 16-bit defaults' tiles
+/// (two 128-row blocks per SM, no staging; see `Variant::fragment_decode`).
+const KV8_FRAG_D128: &str = "portable.m128.n64.w4.s2.b2.ctfhelx";
+const KV8_FRAG_D64: &str = "portable.m128.n128.w4.s2.b2.ctfhelx";
+
 /// Which problem classes (precision, head dim) a registered variant is compiled for.
 pub type Serves = fn(Precision, u32) -> bool;
 
@@ -295,6 +300,21 @@ pub fn default_variant_for_shape(
     if !causal && hopper_kv8 && precision.is_fp8_kv() && head_dim == 128 && shape.seq_kv < 2048 {
         base = v(KV8_STREAM_D128);
     }
+    // Round 18 (runs 90-92, two rounds, same run): FP8-KV causal up to S 2k takes fragment
+    // decode on the 16-bit default's 128-row tile, whose diagonal and prologue overlap the
+    // other block's loop as fp16's do, against the 256-row tiles' one block per SM. TFLOPS,
+    // fp8kv_f16 / fp8kv_bf16 against the shipped tiles: D128 S 512 223.7 / 214.3 against
+    // 200.7 / 198.4, S 1k 278.7 / 271.4 against 265.7 / 262.6, S 2k 316.6 / 314.6 against
+    // 315.8 / 312.4; D64 S 512 188.6 / 182.0 against 185.7 / 180.9, S 1k 242.9 / 238.1 against
+    // 237.5 / 230.0, S 2k 280.4 / 278.0 against 279.4 / 273.4. At S 4k the shipped tiles lead
+    // (D64 f16 313.4 against 305.5; D128 f16 356 against about 330, run 89).
+    if causal && hopper_kv8 && precision.is_fp8_kv() && shape.seq_q <= 2048 {
+        base = v(if head_dim == 128 {
+            KV8_FRAG_D128
+        } else {
+            KV8_FRAG_D64
+        });
+    }
     // Persistent variants launch min(work tiles, SMs) blocks, so the grid test counts work
     // tiles for them as well.
     if base.tile_m <= 64 || grid_blocks(&base, shape) >= u64::from(sm_count) {
@@ -384,6 +404,10 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v(KV8_D64_CLUSTER), d64_kv8));
     // Persistent + warp specialization with 2 producers.
     out.push((v("portable.m64.n64.w6.s2.b1.ctw2pelx"), d64_128));
+    // Round 18: fragment decode (8-bit ldmatrix, decoded in registers by every warp) on the
+    // 16-bit defaults' 128-row tiles: the Hopper FP8-KV causal defaults up to S 2k.
+    out.push((v(KV8_FRAG_D128), d128_kv8));
+    out.push((v(KV8_FRAG_D64), d64_kv8));
     out
 }
 
@@ -425,7 +449,7 @@ mod tests {
         // check and verify stay a manageable size per arch.
         for a in [Arch::Sm80, Arch::Sm90a] {
             assert!(
-                registered_for(a).len() <= 424,
+                registered_for(a).len() <= 440,
                 "{a}: {}",
                 registered_for(a).len()
             );
@@ -558,8 +582,9 @@ mod tests {
         };
         let got = default_variant_for_shape(Arch::Sm90a, Precision::F16, &big, false, 132);
         assert_eq!(got, default_variant(Arch::Sm90a, Precision::F16, 64, false));
-        // 8-bit K/V causal on Hopper: the 256-row tile from S 2k (FP8-KV; 4k with 8-bit Q) at
-        // D64; at D128 the paired 256-row tile below S 8k and the unpaired one from there.
+        // 8-bit K/V causal on Hopper: FP8-KV up to S 2k takes fragment decode (round 18); above
+        // it, the 256-row tile (FP8-KV; from S 4k with 8-bit Q) at D64, and at D128 the paired
+        // 256-row tile below S 8k and the unpaired one from there.
         for (d, heads) in [(64usize, 32usize), (128, 16)] {
             let short = AttnShape {
                 heads_q: heads,
@@ -575,29 +600,45 @@ mod tests {
             };
             let p = Precision::Fp8KvF16;
             let at = |s: &AttnShape| default_variant_for_shape(Arch::Sm90a, p, s, true, 132);
-            assert_eq!(at(&short), default_variant(Arch::Sm90a, p, d as u32, true));
-            assert_eq!(at(&short).tile_m, if d == 64 { 128 } else { 256 });
-            assert_eq!(at(&s512_of(&short)).tile_m, if d == 64 { 128 } else { 256 });
-            assert_eq!(at(&short).paired_rows, d == 128);
+            let frag = if d == 64 { KV8_FRAG_D64 } else { KV8_FRAG_D128 };
+            for fp8kv in [Precision::Fp8KvF16, Precision::Fp8KvBf16] {
+                for s in [&short, &s512_of(&short)] {
+                    let got = default_variant_for_shape(Arch::Sm90a, fp8kv, s, true, 132);
+                    assert_eq!(got.key(), frag);
+                }
+                // Not causal, and 8-bit Q: no fragment decode.
+                let got = default_variant_for_shape(Arch::Sm90a, fp8kv, &short, false, 132);
+                assert!(!got.fragment_decode);
+            }
+            let got = default_variant_for_shape(Arch::Sm90a, Precision::Fp8, &short, true, 132);
+            assert_eq!(
+                got,
+                default_variant(Arch::Sm90a, Precision::Fp8, d as u32, true)
+            );
+            assert_eq!(
+                default_variant(Arch::Sm90a, p, d as u32, true).paired_rows,
+                d == 128
+            );
             assert_eq!(at(&long).paired_rows, d == 128);
             if d == 64 {
                 assert_eq!(at(&long), default_variant(Arch::Sm90a, p, 64, false));
             }
             assert_eq!(at(&long).sync, SyncPolicy::Decoupled);
             // Round 16: FP8-KV D64 causal from S 2k takes the 256-row stream; 8-bit Q from S 4k.
+            // Round 18: fragment decode up to S 2048, so the stream from S 2049.
             let mid = AttnShape {
                 batch: 8,
-                seq_q: 2048,
-                seq_kv: 2048,
+                seq_q: 2049,
+                seq_kv: 2049,
                 ..short
             };
             let below = AttnShape {
-                seq_q: 2047,
-                seq_kv: 2047,
+                seq_q: 2048,
+                seq_kv: 2048,
                 ..mid
             };
             assert_eq!(at(&mid).tile_m, 256);
-            assert_eq!(at(&below).tile_m, if d == 64 { 128 } else { 256 });
+            assert_eq!(at(&below).key(), frag);
             if d == 64 {
                 assert_eq!(at(&mid).key(), KV8_STREAM_D64);
                 for q8 in [Precision::Fp8, Precision::SimFp8] {
@@ -608,7 +649,7 @@ mod tests {
             // Round 8: FP8-KV at D64 streams (persistent decoupled) at every length; at D128
             // only non-causal below S 2k. Round 12: not causal D64 from S 8k.
             let plain = |s: &AttnShape| default_variant_for_shape(Arch::Sm90a, p, s, false, 132);
-            assert_eq!(at(&short).persistent, d == 64);
+            assert_eq!(at(&mid).persistent, d == 64);
             assert!(plain(&short).persistent);
             assert_eq!(plain(&long).persistent, d == 64);
             assert_eq!(at(&long).persistent, d == 64);
@@ -645,6 +686,7 @@ mod tests {
         assert!(both(&|v| v.warp_spec));
         assert!(both(&|v| v.persistent));
         assert!(both(&|v| v.paired_rows));
+        assert!(both(&|v| v.fragment_decode));
         assert!(both(&|v| v.fast_exp));
         assert!(both(&|v| v.sync == SyncPolicy::Light));
         assert!(both(&|v| v.sync == SyncPolicy::Decoupled));
