@@ -261,6 +261,7 @@ static_assert(!WS || (CP_ASYNC && (STAGES >= 2 || DECODERS) && PRODUCERS > 0),
 static_assert(BAR_EMPTY + STAGES <= 16, "16 hardware barriers");
 static_assert(!PAIRED || (R == 2 && TC_PV && !STREAM), "paired rows: 32 rows per warp, tensor-core P·V, not the stream");
 static_assert(!CLUSTER || (DECOUPLED && !PERSISTENT && !WS), "cluster pair: decoupled sync, not persistent");
+static_assert(!FRAG || CN % 32 == 0, "fragment decode: K's ldmatrix x4 covers 32 keys per step");
 static_assert(!FRAG || (D <= 128 && TC_PV && CP_ASYNC && SWZ && !WS && !DECOUPLED && !CLUSTER),
               "fragment decode: D 64 or 128, tensor-core P·V, cp.async, swizzle, light or block sync");
 static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && TC_PV),
@@ -620,7 +621,10 @@ __device__ __forceinline__ void load_q(u8* smem, const SdpaParams& p, const Work
 #pragma unroll
                 for (int o = 1; o < CB; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
                 const int ex = int((__float_as_uint(mx) >> 23) & 0xffu);
-                const int k = min(100, max(-100, 141 - ex));  // 141 = 14 + 127; clamped: zero rows
+                // 141 = 14 + 127. Finite rows give k >= -113 (bf16's largest max lands below
+                // 2^15, under f16's 65504); zero rows (ex 0) are clamped to 100, which keeps
+                // 2^-k in the softmax's scale a normal float.
+                const int k = min(100, max(-126, 141 - ex));
                 const float sc = __uint_as_float(u32(k + 127) << 23);
 #pragma unroll
                 for (int e = 0; e < 8; ++e) {
