@@ -209,9 +209,9 @@ impl Variant {
 
     /// A stable, human-readable key that names this variant uniquely and parses back
     /// ([`Variant::from_str`]). Example: `portable.m64.n64.w4.s2.b2.ctlx`. Flags, in this
-    /// order: `c` cp.async, `t` tensor-core P·V, `f` fragment decode, `w<n>` n producer warps, `h` half steps,
-    /// `r` paired rows, `k` cluster pair, `p` persistent, `e` fast exp, `l` light or `d`
-    /// decoupled barriers, `x` swizzle (`-` when none).
+    /// order: `c` cp.async, `t` tensor-core P·V, `f` fragment decode, `w<n>` n producer
+    /// warps, `h` half steps, `r` paired rows, `k` cluster pair, `p` persistent, `e` fast exp,
+    /// `l` light or `d` decoupled barriers, `x` swizzle (`-` when none).
     pub fn key(&self) -> String {
         let mut flags = String::new();
         if self.cp_async {
