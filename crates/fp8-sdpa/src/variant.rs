@@ -911,16 +911,21 @@ mod tests {
         assert!(d.contains(&("SDPA_O_T".into(), "bf16_t".into())));
     }
 
+    /// The spec of variant `key` for one problem class.
+    fn spec_of(key: &str, precision: Precision, head_dim: u32, causal: bool) -> KernelSpec {
+        KernelSpec {
+            variant: key.parse().unwrap(),
+            precision,
+            head_dim,
+            causal,
+        }
+    }
+
     #[test]
     fn fragment_decode_reads_the_ring_without_staging() {
         // Q (16-bit, swizzled rows) + `stages` 8-bit K/V slots, no staging; a bf16 Q adds one
         // fp32 row factor per row. 8-bit K/V at D64 and D128 only, and not with staging's knobs.
-        let spec = |key: &str, p: Precision, head_dim: u32| KernelSpec {
-            variant: key.parse().unwrap(),
-            precision: p,
-            head_dim,
-            causal: true,
-        };
+        let spec = |key: &str, p: Precision, head_dim: u32| spec_of(key, p, head_dim, true);
         let key = "portable.m128.n64.w4.s2.b2.ctfhelx";
         let q = 128 * 256;
         let ring = 2 * 2 * 64 * 128;
@@ -962,12 +967,7 @@ mod tests {
         // 8-bit K/V at D256, cp.async, one stage, tensor-core P·V: Q + one 8-bit K/V slot +
         // two 16-bit staging pairs. Without cp.async (the seeds' plain loads), or below D256
         // (the serial decode), one staging pair.
-        let spec_d = |key: &str, p: Precision, head_dim: u32| KernelSpec {
-            variant: key.parse().unwrap(),
-            precision: p,
-            head_dim,
-            causal: false,
-        };
+        let spec_d = |key: &str, p: Precision, head_dim: u32| spec_of(key, p, head_dim, false);
         let spec = |key: &str, p: Precision| spec_d(key, p, 256);
         let d128 = spec_d("portable.m128.n64.w8.s1.b1.ctelx", Precision::Fp8KvF16, 128);
         assert_eq!(
@@ -986,12 +986,7 @@ mod tests {
     #[test]
     fn decode_warps_need_8bit_kv_one_stage_and_even_batches() {
         let reason = |r: Result<()>| r.unwrap_err().to_string();
-        let spec = |key: &str, precision, head_dim| KernelSpec {
-            variant: key.parse().unwrap(),
-            precision,
-            head_dim,
-            causal: false,
-        };
+        let spec = |key: &str, p: Precision, head_dim: u32| spec_of(key, p, head_dim, false);
         // The Hopper D256 E4M3 default: 16 chunks per producer thread, no 8-bit ring.
         let d256 = spec(
             "portable.m128.n64.w12.s1.b1.ctw4elx",

@@ -304,6 +304,12 @@ fn cluster_pairs_match_the_cpu_reference() {
     }
 }
 
+/// The registered fragment-decode tiles, by head dim.
+const FRAG_TILES: [(usize, &str); 2] = [
+    (128, "portable.m128.n64.w4.s2.b2.ctfhelx"),
+    (64, "portable.m128.n128.w4.s2.b2.ctfhelx"),
+];
+
 #[test]
 #[ignore = "needs a GPU"]
 fn fragment_decode_matches_the_cpu_reference() {
@@ -312,11 +318,7 @@ fn fragment_decode_matches_the_cpu_reference() {
     // at a power of two per row, 8-bit Q decoded to f16.
     let dev = device();
     let stream = dev.new_stream().unwrap();
-    let variants = [
-        (128, "portable.m128.n64.w4.s2.b2.ctfhelx"),
-        (64, "portable.m128.n128.w4.s2.b2.ctfhelx"),
-    ];
-    for (i, (d, key)) in variants.into_iter().enumerate() {
+    for (i, (d, key)) in FRAG_TILES.into_iter().enumerate() {
         let v: Variant = key.parse().unwrap();
         for (j, p) in [Precision::Fp8KvF16, Precision::Fp8KvBf16, Precision::Fp8]
             .into_iter()
@@ -348,10 +350,7 @@ fn fragment_decode_keeps_bf16_rows_of_any_magnitude() {
     // in bf16): each row gets its own power of two when Q is stored as f16.
     let dev = device();
     let stream = dev.new_stream().unwrap();
-    for (d, key) in [
-        (128, "portable.m128.n64.w4.s2.b2.ctfhelx"),
-        (64, "portable.m128.n128.w4.s2.b2.ctfhelx"),
-    ] {
+    for (d, key) in FRAG_TILES {
         let v: Variant = key.parse().unwrap();
         let mut host = case(
             Precision::Fp8KvBf16,

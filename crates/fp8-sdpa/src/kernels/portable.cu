@@ -554,19 +554,12 @@ __device__ __forceinline__ void load_kv_own(u8* smem, const SdpaParams& p, const
     }
 }
 
-// Fragment decode: four 8-bit codes to two pairs of C (a template on C, so that kernels with
-// 16-bit K/V, which have no decoder, never instantiate it).
-// E4M3 to f16 takes the word's halves in place (e4m3x4_to_f16_h1: no shift per word).
-template <typename C> __device__ __forceinline__ void frag_decode(u32 w, u32& lo, u32& hi) {
-    if constexpr (KV8 && Same<kv_t, e4m3_t>::value) {
-        e4m3x4_to_f16_h1(w, lo, hi);
-        if constexpr (Same<C, bf16_t>::value) {
-            lo = f16x2_exact_to_bf16x2(lo);
-            hi = f16x2_exact_to_bf16x2(hi);
-        }
-    } else if constexpr (KV8) {
-        Decode4<kv_t, C>::run(w, lo, hi);
-    }
+// Fragment decode: four 8-bit codes to two f16 pairs (both mma run in f16 under FRAG: qk_t,
+// pv_t). A template on the code type, so that kernels with 16-bit K/V, which have no decoder,
+// never instantiate one. E4M3 takes the word's halves in place (e4m3x4_to_f16_h1: no shift).
+template <typename K = kv_t> __device__ __forceinline__ void frag_decode(u32 w, u32& lo, u32& hi) {
+    if constexpr (Same<K, e4m3_t>::value) e4m3x4_to_f16_h1(w, lo, hi);
+    else if constexpr (sizeof(K) == 1) Decode4<K, half_t>::run(w, lo, hi);
 }
 
 // Fragment decode: one 16-column block of Q (chunks a, b: column pairs P0..P3, P4..P7, pair
@@ -821,7 +814,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
                     u32 b0, b1;
-                    frag_decode<qk_t>(kr[i], b0, b1);
+                    frag_decode(kr[i], b0, b1);
 #pragma unroll
                     for (int mi = MI0; mi < R; ++mi) Mma<qk_t>::run(s[mi][4 * nq + i], qa[mi], b0, b1);
                 }
@@ -936,8 +929,8 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
 #pragma unroll
                     for (int c = 0; c < 2; ++c) {
                         u32 e0, o0, e1, o1;
-                        frag_decode<pv_t>(prmt(vr[2 * c], 0u, 0x3120u), e0, o0);
-                        frag_decode<pv_t>(prmt(vr[2 * c + 1], 0u, 0x3120u), e1, o1);
+                        frag_decode(prmt(vr[2 * c], 0u, 0x3120u), e0, o0);
+                        frag_decode(prmt(vr[2 * c + 1], 0u, 0x3120u), e1, o1);
 #pragma unroll
                         for (int mi = MI0; mi < R; ++mi) {
                             Mma<pv_t>::run(ws.o[mi][4 * dq + 2 * c], pa[mi], e0, e1);
@@ -945,18 +938,19 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
                         }
                     }
                 }
-            }
+            } else {
 #pragma unroll
-            for (int dp = 0; dp < (FRAG ? 0 : D / 16); ++dp) {
-                // .trans over V[key][d]: matrices (keys 0-7, d 0-7), (keys 8-15, d 0-7),
-                // (keys 0-7, d 8-15), (keys 8-15, d 8-15) give b0, b1 of d-tile 2dp, then
-                // b0, b1 of d-tile 2dp + 1.
-                u32 vb[4];
-                ldmatrix_x4_trans(vb, ad.a.at(sv, 16 * kc, 2 * dp));
+                for (int dp = 0; dp < D / 16; ++dp) {
+                    // .trans over V[key][d]: matrices (keys 0-7, d 0-7), (keys 8-15, d 0-7),
+                    // (keys 0-7, d 8-15), (keys 8-15, d 8-15) give b0, b1 of d-tile 2dp, then
+                    // b0, b1 of d-tile 2dp + 1.
+                    u32 vb[4];
+                    ldmatrix_x4_trans(vb, ad.a.at(sv, 16 * kc, 2 * dp));
 #pragma unroll
-                for (int mi = MI0; mi < R; ++mi) {
-                    Mma<pv_t>::run(ws.o[mi][2 * dp], pa[mi], vb[0], vb[1]);
-                    Mma<pv_t>::run(ws.o[mi][2 * dp + 1], pa[mi], vb[2], vb[3]);
+                    for (int mi = MI0; mi < R; ++mi) {
+                        Mma<pv_t>::run(ws.o[mi][2 * dp], pa[mi], vb[0], vb[1]);
+                        Mma<pv_t>::run(ws.o[mi][2 * dp + 1], pa[mi], vb[2], vb[3]);
+                    }
                 }
             }
             hk.pv_store(kc, held);

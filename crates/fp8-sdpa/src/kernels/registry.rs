@@ -91,7 +91,7 @@ const KV8_D256: &str = "portable.m128.n64.w8.s1.b1.ctelx";
 /// warpgroup that copies and decodes, registers moved to the consumers with setmaxnreg).
 const KV8_D256_DECODERS: &str = "portable.m128.n64.w12.s1.b1.ctw4elx";
 
-/// Round 18, Hopper FP8-KV causal up to S 2k: fragment decode on the 16-bit defaults' tiles
+/// Round 18, Hopper FP8-KV and fp8 causal up to S 2k: fragment decode on the 16-bit defaults' tiles
 /// (two 128-row blocks per SM, no staging; see `Variant::fragment_decode`).
 const KV8_FRAG_D128: &str = "portable.m128.n64.w4.s2.b2.ctfhelx";
 const KV8_FRAG_D64: &str = "portable.m128.n128.w4.s2.b2.ctfhelx";
@@ -303,11 +303,11 @@ pub fn default_variant_for_shape(
     // Round 18 (runs 90-92 and 95, two rounds, same run): FP8-KV and fp8 causal up to S 2k
     // take fragment decode on the 16-bit default's 128-row tile, whose diagonal and prologue
     // overlap the other block's loop as fp16's do, against the 256-row tiles' one block per
-    // SM. TFLOPS, fp8kv_f16 / fp8kv_bf16 against the shipped tiles: D128 S 512 223.7 / 214.3 against
-    // 200.7 / 198.4, S 1k 278.7 / 271.4 against 265.7 / 262.6, S 2k 316.6 / 314.6 against
-    // 315.8 / 312.4; D64 S 512 188.6 / 182.0 against 185.7 / 180.9, S 1k 242.9 / 238.1 against
-    // 237.5 / 230.0, S 2k 280.4 / 278.0 against 279.4 / 273.4. At S 4k the shipped tiles lead
-    // (D64 f16 313.4 against 305.5; D128 f16 356 against about 330, run 89).
+    // SM. TFLOPS, fp8kv_f16 / fp8kv_bf16 against the shipped tiles: D128 S 512 223.7 / 214.3
+    // against 200.7 / 198.4, S 1k 278.7 / 271.4 against 265.7 / 262.6, S 2k 316.6 / 314.6
+    // against 315.8 / 312.4; D64 S 512 188.6 / 182.0 against 185.7 / 180.9, S 1k 242.9 / 238.1
+    // against 237.5 / 230.0, S 2k 280.4 / 278.0 against 279.4 / 273.4. At S 4k the shipped
+    // tiles lead (D64 f16 313.4 against 305.5; D128 f16 356 against about 330, run 89).
     // 8-bit Q (fp8; run 95, two rounds): D128 S 512 224.5 against 189.9, S 1k 278.7 against
     // 258.0, S 2k 315.2 against 308.2; D64 S 512 188.7 against 159.4, S 1k 242.6 against 209.8,
     // S 2k 279.7 against 250.6. (The seeds' u8 code is not in the fa and fp8 suites: not
@@ -410,7 +410,7 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // Persistent + warp specialization with 2 producers.
     out.push((v("portable.m64.n64.w6.s2.b1.ctw2pelx"), d64_128));
     // Round 18: fragment decode (8-bit ldmatrix, decoded in registers by every warp) on the
-    // 16-bit defaults' 128-row tiles: the Hopper FP8-KV causal defaults up to S 2k.
+    // 16-bit defaults' 128-row tiles: the Hopper FP8-KV and fp8 causal defaults up to S 2k.
     out.push((v(KV8_FRAG_D128), d128_kv8));
     out.push((v(KV8_FRAG_D64), d64_kv8));
     out
@@ -587,9 +587,9 @@ mod tests {
         };
         let got = default_variant_for_shape(Arch::Sm90a, Precision::F16, &big, false, 132);
         assert_eq!(got, default_variant(Arch::Sm90a, Precision::F16, 64, false));
-        // 8-bit K/V causal on Hopper: FP8-KV up to S 2k takes fragment decode (round 18); above
-        // it, the 256-row tile (FP8-KV; from S 4k with 8-bit Q) at D64, and at D128 the paired
-        // 256-row tile below S 8k and the unpaired one from there.
+        // 8-bit K/V causal on Hopper: FP8-KV and fp8 up to S 2k take fragment decode (round
+        // 18); above it, the 256-row tile (FP8-KV; from S 4k with 8-bit Q) at D64, and at D128
+        // the paired 256-row tile below S 8k and the unpaired one from there.
         for (d, heads) in [(64usize, 32usize), (128, 16)] {
             let short = AttnShape {
                 heads_q: heads,
@@ -611,7 +611,7 @@ mod tests {
                     let got = default_variant_for_shape(Arch::Sm90a, fp8kv, s, true, 132);
                     assert_eq!(got.key(), frag);
                 }
-                // Not causal, and 8-bit Q: no fragment decode.
+                // Not causal: no fragment decode.
                 let got = default_variant_for_shape(Arch::Sm90a, fp8kv, &short, false, 132);
                 assert!(!got.fragment_decode);
             }
