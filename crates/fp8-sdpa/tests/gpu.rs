@@ -6,7 +6,7 @@ use fp8_sdpa::harness::{judge, DeviceCase};
 use fp8_sdpa::inputs::Distribution;
 use fp8_sdpa::runtime::{Attention, CallOptions, Device, KernelChoice, TensorMut, TensorRef};
 use fp8_sdpa::{
-    codec_check, AttnParams, AttnShape, DType, Error, KernelSpec, Layout, Precision, Variant,
+    codec_check, Arch, AttnParams, AttnShape, DType, Error, KernelSpec, Layout, Precision, Variant,
 };
 use std::sync::Arc;
 
@@ -315,14 +315,20 @@ const FRAG_TILES: [(usize, &str); 2] = [
 fn fragment_decode_matches_the_cpu_reference() {
     // Ragged lengths (partial tiles at both ends), GQA, both layouts, causal and not, for the
     // three Q types the fragment decode handles differently: f16 Q as is, bf16 Q stored as f16
-    // at a power of two per row, 8-bit Q decoded to f16.
+    // at a power of two per row, 8-bit Q decoded to f16 (E4M3 and the seeds' u8 code, whose
+    // K/V decode differs too).
     let dev = device();
     let stream = dev.new_stream().unwrap();
     for (i, (d, key)) in FRAG_TILES.into_iter().enumerate() {
         let v: Variant = key.parse().unwrap();
-        for (j, p) in [Precision::Fp8KvF16, Precision::Fp8KvBf16, Precision::Fp8]
-            .into_iter()
-            .enumerate()
+        for (j, p) in [
+            Precision::Fp8KvF16,
+            Precision::Fp8KvBf16,
+            Precision::Fp8,
+            Precision::SimFp8,
+        ]
+        .into_iter()
+        .enumerate()
         {
             for causal in [false, true] {
                 let host = case(
@@ -337,6 +343,26 @@ fn fragment_decode_matches_the_cpu_reference() {
                     70 + 8 * i as u64 + 2 * j as u64 + causal as u64,
                 );
                 let spec = check(&dev, &stream, &host, KernelChoice::Variant(v));
+                assert!(spec.variant.fragment_decode, "{}", spec.key());
+            }
+        }
+        // Through dispatch: on Hopper, every 8-bit precision takes fragment decode at causal
+        // S 512 (the seeds' u8 code since round 19), on a grid of 512 blocks (smaller grids
+        // take dispatch's small-tile path).
+        for (j, p) in Precision::ALL
+            .into_iter()
+            .filter(|p| p.kv_is_8bit())
+            .enumerate()
+        {
+            let host = case(
+                p,
+                (8, 512, 512, 16, 4, d),
+                true,
+                Layout::Bshd,
+                90 + 8 * i as u64 + j as u64,
+            );
+            let spec = check(&dev, &stream, &host, KernelChoice::Auto);
+            if dev.info().arch == Arch::Sm90a {
                 assert!(spec.variant.fragment_decode, "{}", spec.key());
             }
         }

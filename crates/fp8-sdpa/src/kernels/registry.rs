@@ -91,8 +91,9 @@ const KV8_D256: &str = "portable.m128.n64.w8.s1.b1.ctelx";
 /// warpgroup that copies and decodes, registers moved to the consumers with setmaxnreg).
 const KV8_D256_DECODERS: &str = "portable.m128.n64.w12.s1.b1.ctw4elx";
 
-/// Round 18, Hopper FP8-KV and fp8 causal up to S 2k: fragment decode on the 16-bit defaults' tiles
-/// (two 128-row blocks per SM, no staging; see `Variant::fragment_decode`).
+/// Round 18, Hopper 8-bit K/V causal up to S 2k (the seeds' u8 code at D128: up to S 512,
+/// round 19): fragment decode on the 16-bit defaults' tiles (two 128-row blocks per SM, no
+/// staging; see `Variant::fragment_decode`).
 const KV8_FRAG_D128: &str = "portable.m128.n64.w4.s2.b2.ctfhelx";
 const KV8_FRAG_D64: &str = "portable.m128.n128.w4.s2.b2.ctfhelx";
 
@@ -310,10 +311,17 @@ pub fn default_variant_for_shape(
     // tiles lead (D64 f16 313.4 against 305.5; D128 f16 356 against about 330, run 89).
     // 8-bit Q (fp8; run 95, two rounds): D128 S 512 224.5 against 189.9, S 1k 278.7 against
     // 258.0, S 2k 315.2 against 308.2; D64 S 512 188.7 against 159.4, S 1k 242.6 against 209.8,
-    // S 2k 279.7 against 250.6. (The seeds' u8 code is not in the fa and fp8 suites: not
-    // measured, so not switched.)
-    let frag_ok = precision.is_fp8_kv() || precision == Precision::Fp8;
-    if causal && hopper_kv8 && frag_ok && shape.seq_q <= 2048 {
+    // S 2k 279.7 against 250.6.
+    // The seeds' u8 code (simfp8; round 19, run 99, two rounds) decodes with two instructions
+    // per pair (PRMT, HSUB2) where E4M3 takes one F2FP, so fragment decode leads it less far:
+    // D64 S 512 178.6 against 169.6, S 1k 229.3 against 218.5, S 2k 263.7 against 256.4; D128
+    // S 512 207.6 against 193.9, but S 1k 256.7 against 263.3 and S 2k 287.0 against 312.6.
+    let frag_max_seq = if precision == Precision::SimFp8 && head_dim == 128 {
+        512
+    } else {
+        2048
+    };
+    if causal && hopper_kv8 && shape.seq_q <= frag_max_seq {
         base = v(if head_dim == 128 {
             KV8_FRAG_D128
         } else {
@@ -615,14 +623,22 @@ mod tests {
                 let got = default_variant_for_shape(Arch::Sm90a, fp8kv, &short, false, 132);
                 assert!(!got.fragment_decode);
             }
-            // 8-bit Q: fp8 takes it too (run 95); the seeds' u8 code (not measured) does not.
+            // 8-bit Q: fp8 takes it too (run 95); the seeds' u8 code up to S 2k at D64 and at
+            // S 512 at D128 (run 99).
             let got = default_variant_for_shape(Arch::Sm90a, Precision::Fp8, &short, true, 132);
             assert_eq!(got.key(), frag);
-            let got = default_variant_for_shape(Arch::Sm90a, Precision::SimFp8, &short, true, 132);
-            assert_eq!(
-                got,
-                default_variant(Arch::Sm90a, Precision::SimFp8, d as u32, true)
-            );
+            let sim = |s: &AttnShape| {
+                default_variant_for_shape(Arch::Sm90a, Precision::SimFp8, s, true, 132)
+            };
+            assert_eq!(sim(&s512_of(&short)).key(), frag);
+            if d == 64 {
+                assert_eq!(sim(&short).key(), frag);
+            } else {
+                assert_eq!(
+                    sim(&short),
+                    default_variant(Arch::Sm90a, Precision::SimFp8, 128, true)
+                );
+            }
             assert_eq!(
                 default_variant(Arch::Sm90a, p, d as u32, true).paired_rows,
                 d == 128

@@ -7,7 +7,7 @@
 //!   D 64/128/256, S 512..16k, causal off and on, fp16 and bf16;
 //! - `decode`: Sq 1 against Skv 4k (B 32) and 32k (B 8), Hq 32, Hkv 8 and 32, D 128, fp16 and
 //!   FP8-KV (the anchors' decode rows);
-//! - `fp8`: the fa grid on the full-FP8 and FP8-KV paths;
+//! - `fp8`: the fa grid on the full-FP8 and FP8-KV paths and the seeds' simulated-FP8 code;
 //! - `all`: every suite above.
 
 use super::flops;
@@ -295,7 +295,12 @@ pub fn cases(suite: Suite, quick: bool) -> Vec<BenchCase> {
         Suite::Decode => decode(),
         Suite::Fp8 => fa_grid(
             Suite::Fp8,
-            &[Precision::Fp8, Precision::Fp8KvF16, Precision::Fp8KvBf16],
+            &[
+                Precision::Fp8,
+                Precision::Fp8KvF16,
+                Precision::Fp8KvBf16,
+                Precision::SimFp8,
+            ],
             quick,
         ),
         Suite::All => Suite::CONCRETE
@@ -359,9 +364,11 @@ mod tests {
 
     #[test]
     fn fp8_is_the_fa_grid_on_fp8_paths() {
+        // E4M3 (full, and K/V under either output type) and the seeds' u8 code.
         let f = cases(Suite::Fp8, false);
-        assert_eq!(f.len(), 3 * 36);
-        assert!(f.iter().all(|x| x.precision.kv() == fp8_sdpa::DType::E4m3));
+        assert_eq!(f.len(), 4 * 36);
+        assert!(f.iter().all(|x| x.precision.kv_is_8bit()));
+        assert!(f.iter().any(|x| x.precision == Precision::SimFp8));
     }
 
     #[test]
