@@ -283,25 +283,44 @@ fn cluster_pairs_match_the_cpu_reference() {
         (128, "portable.m128.n32.w4.s3.b2.ctrkedx"),
         (64, "portable.m128.n64.w4.s4.b2.ctrkedx"),
     ];
-    for (i, (d, key)) in variants.into_iter().enumerate() {
-        for (j, p) in [Precision::Fp8KvF16, Precision::Fp8]
-            .into_iter()
-            .enumerate()
-        {
+    let precisions = [Precision::Fp8KvF16, Precision::Fp8];
+    for spec in check_ragged_variants(&dev, &stream, &variants, &precisions, 50) {
+        assert!(spec.variant.cluster_pair, "{}", spec.key());
+    }
+}
+
+/// Each variant `(head dim, key)` against the CPU reference on ragged 300 × 333 GQA cases:
+/// every precision, causal and not, BSHD for even precision indices and BHSD for odd ones,
+/// seeds from `seed0` (distinct per case). Returns the specs that ran, in order.
+fn check_ragged_variants(
+    dev: &Device,
+    stream: &Arc<cudarc::driver::CudaStream>,
+    variants: &[(usize, &str)],
+    precisions: &[Precision],
+    seed0: u64,
+) -> Vec<KernelSpec> {
+    let per_variant = 2 * precisions.len() as u64;
+    let mut specs = Vec::new();
+    for (i, &(d, key)) in variants.iter().enumerate() {
+        let v: Variant = key.parse().unwrap();
+        for (j, &p) in precisions.iter().enumerate() {
             for causal in [false, true] {
                 let host = case(
                     p,
                     (2, 300, 333, 4, 2, d),
                     causal,
-                    if j == 0 { Layout::Bshd } else { Layout::Bhsd },
-                    50 + 4 * i as u64 + 2 * j as u64 + causal as u64,
+                    if j % 2 == 0 {
+                        Layout::Bshd
+                    } else {
+                        Layout::Bhsd
+                    },
+                    seed0 + per_variant * i as u64 + 2 * j as u64 + causal as u64,
                 );
-                let v: Variant = key.parse().unwrap();
-                let spec = check(&dev, &stream, &host, KernelChoice::Variant(v));
-                assert!(spec.variant.cluster_pair, "{}", spec.key());
+                specs.push(check(dev, stream, &host, KernelChoice::Variant(v)));
             }
         }
     }
+    specs
 }
 
 /// The registered fragment-decode tiles, by head dim.
@@ -319,33 +338,16 @@ fn fragment_decode_matches_the_cpu_reference() {
     // K/V decode differs too).
     let dev = device();
     let stream = dev.new_stream().unwrap();
-    for (i, (d, key)) in FRAG_TILES.into_iter().enumerate() {
-        let v: Variant = key.parse().unwrap();
-        for (j, p) in [
-            Precision::Fp8KvF16,
-            Precision::Fp8KvBf16,
-            Precision::Fp8,
-            Precision::SimFp8,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            for causal in [false, true] {
-                let host = case(
-                    p,
-                    (2, 300, 333, 4, 2, d),
-                    causal,
-                    if j % 2 == 0 {
-                        Layout::Bshd
-                    } else {
-                        Layout::Bhsd
-                    },
-                    70 + 8 * i as u64 + 2 * j as u64 + causal as u64,
-                );
-                let spec = check(&dev, &stream, &host, KernelChoice::Variant(v));
-                assert!(spec.variant.fragment_decode, "{}", spec.key());
-            }
-        }
+    let precisions = [
+        Precision::Fp8KvF16,
+        Precision::Fp8KvBf16,
+        Precision::Fp8,
+        Precision::SimFp8,
+    ];
+    for spec in check_ragged_variants(&dev, &stream, &FRAG_TILES, &precisions, 70) {
+        assert!(spec.variant.fragment_decode, "{}", spec.key());
+    }
+    for (i, (d, _)) in FRAG_TILES.into_iter().enumerate() {
         // Through dispatch: on Hopper, every 8-bit precision takes fragment decode at causal
         // S 512 (the seeds' u8 code since round 19), on a grid of 512 blocks (smaller grids
         // take dispatch's small-tile path).

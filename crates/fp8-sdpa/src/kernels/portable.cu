@@ -605,11 +605,13 @@ __device__ __forceinline__ void load_q(u8* smem, const SdpaParams& p, const Work
                 // of it is exact in f16 (bf16's 8 significant bits fit f16's 11); smaller ones
                 // round as f16 subnormals, an error far below bf16's own rounding of the
                 // largest terms. 2^-k goes to shared memory for the softmax's row scale.
-                float mx = 0.f;
+                u32* wd[8] = {&in[i][0].x, &in[i][0].y, &in[i][0].z, &in[i][0].w,
+                              &in[i][1].x, &in[i][1].y, &in[i][1].z, &in[i][1].w};
+                float v[16], mx = 0.f;
 #pragma unroll
                 for (int e = 0; e < 8; ++e) {
-                    const u32 wd = e < 4 ? (&in[i][0].x)[e] : (&in[i][1].x)[e - 4];
-                    mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(wd << 16)), fabsf(__uint_as_float(wd & 0xffff0000u))));
+                    unpack2(bf16_t{}, *wd[e], v[2 * e], v[2 * e + 1]);
+                    mx = fmaxf(mx, fmaxf(fabsf(v[2 * e]), fabsf(v[2 * e + 1])));
                 }
 #pragma unroll
                 for (int o = 1; o < CB; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -620,10 +622,7 @@ __device__ __forceinline__ void load_q(u8* smem, const SdpaParams& p, const Work
                 const int k = min(100, max(-126, 141 - ex));
                 const float sc = __uint_as_float(u32(k + 127) << 23);
 #pragma unroll
-                for (int e = 0; e < 8; ++e) {
-                    u32& wd = e < 4 ? (&in[i][0].x)[e] : (&in[i][1].x)[e - 4];
-                    wd = pack2<half_t>(__uint_as_float(wd << 16) * sc, __uint_as_float(wd & 0xffff0000u) * sc);
-                }
+                for (int e = 0; e < 8; ++e) *wd[e] = pack2<half_t>(v[2 * e] * sc, v[2 * e + 1] * sc);
                 if (cb == 0) sts_f32(smem_u32(smem + OFF_QSC) + 4 * row, __uint_as_float(u32(127 - k) << 23));
             }
             qperm(in[i][0], in[i][1]);
