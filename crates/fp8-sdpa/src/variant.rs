@@ -116,7 +116,8 @@ pub struct Variant {
     pub cp_async: bool,
     /// P·V on tensor cores (else the seeds' scalar P·V baseline).
     pub tc_pv: bool,
-    /// Fragment decode (portable, 8-bit K/V, head dim 64 or 128): the ring's 8-bit K/V tiles are
+    /// Fragment decode (portable, 8-bit K/V, head dim 64 or 128, and 256 at 16 rows per
+    /// warp): the ring's 8-bit K/V tiles are
     /// read with 8-bit `ldmatrix` and decoded in registers, per mma fragment, by every
     /// computing warp: no 16-bit staging tile, no decode barrier, half the shared-memory reads
     /// of 16-bit K/V, at the price of repeating the decode in each warp. Q is stored with its
@@ -547,14 +548,19 @@ impl KernelSpec {
                 fail("the seeds' simulated-FP8 format is served by the portable family".into())
             }
             Family::Portable => {
+                let computing = (self.variant.warps - self.variant.producer_warps).max(1);
+                let rows_per_warp = self.variant.tile_m / (16 * computing);
                 if self.variant.fragment_decode
-                    && (!self.precision.kv_is_8bit() || self.head_dim > 128)
+                    && (!self.precision.kv_is_8bit() || (self.head_dim > 128 && rows_per_warp != 1))
                 {
                     return fail(format!(
-                        "fragment_decode serves 8-bit K/V at head dim 64 or 128 (at 256 every \
-                         warp's 32 rows of O leave no registers for it), not {} at d{}",
+                        "fragment_decode serves 8-bit K/V at head dim 64 or 128, and at 256 with \
+                         16 rows per warp (32 rows of O at d256 leave no registers for it), not \
+                         {} at d{} with tile_m {} over {} computing warps",
                         self.precision.name(),
-                        self.head_dim
+                        self.head_dim,
+                        self.variant.tile_m,
+                        computing
                     ));
                 }
                 if self.variant.cluster_pair && arch != Arch::Sm90a {
@@ -944,6 +950,15 @@ mod tests {
         assert!(spec(key, Precision::Fp8KvF16, 64)
             .validate(Arch::Sm90a)
             .is_ok());
+        // D256 at 16 rows per warp only (32 rows of O there leave no registers for it).
+        let d256 = "portable.m64.n64.w4.s2.b2.ctfelx";
+        assert!(spec(d256, Precision::Fp8KvBf16, 256)
+            .validate(Arch::Sm80)
+            .is_ok());
+        assert_eq!(
+            spec(d256, Precision::Fp8KvF16, 256).dynamic_smem_bytes(),
+            64 * 512 + 2 * 2 * 64 * 256
+        );
         for (p, d) in [(Precision::F16, 128), (Precision::Fp8KvF16, 256)] {
             let e = spec(key, p, d)
                 .validate(Arch::Sm80)

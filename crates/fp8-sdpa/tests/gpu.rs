@@ -324,9 +324,11 @@ fn check_ragged_variants(
 }
 
 /// The registered fragment-decode tiles, by head dim.
-const FRAG_TILES: [(usize, &str); 2] = [
+const FRAG_TILES: [(usize, &str); 4] = [
     (128, "portable.m128.n64.w4.s2.b2.ctfhelx"),
     (64, "portable.m128.n128.w4.s2.b2.ctfhelx"),
+    (256, "portable.m64.n64.w4.s2.b2.ctfelx"),
+    (64, "portable.m64.n64.w4.s2.b4.ctfelx"),
 ];
 
 #[test]
@@ -347,13 +349,13 @@ fn fragment_decode_matches_the_cpu_reference() {
     for spec in check_ragged_variants(&dev, &stream, &FRAG_TILES, &precisions, 70) {
         assert!(spec.variant.fragment_decode, "{}", spec.key());
     }
-    for (i, (d, _)) in FRAG_TILES.into_iter().enumerate() {
+    for (i, d) in [128, 64, 256].into_iter().enumerate() {
         // Through dispatch: on Hopper, every 8-bit precision takes fragment decode at causal
-        // S 512 (the seeds' u8 code since round 19), on a grid of 512 blocks (smaller grids
-        // take dispatch's small-tile path).
+        // S 512 (the seeds' u8 code since round 19; at D256 E4M3 only, since round 20), on a
+        // grid of 512 blocks (smaller grids take dispatch's small-tile path).
         for (j, p) in Precision::ALL
             .into_iter()
-            .filter(|p| p.kv_is_8bit())
+            .filter(|p| p.kv_is_8bit() && (d < 256 || *p != Precision::SimFp8))
             .enumerate()
         {
             let host = case(

@@ -262,8 +262,8 @@ static_assert(BAR_EMPTY + STAGES <= 16, "16 hardware barriers");
 static_assert(!PAIRED || (R == 2 && TC_PV && !STREAM), "paired rows: 32 rows per warp, tensor-core P·V, not the stream");
 static_assert(!CLUSTER || (DECOUPLED && !PERSISTENT && !WS), "cluster pair: decoupled sync, not persistent");
 static_assert(!FRAG || CN % 32 == 0, "fragment decode: K's ldmatrix x4 covers 32 keys per step");
-static_assert(!FRAG || (D <= 128 && TC_PV && CP_ASYNC && SWZ && !WS && !DECOUPLED && !CLUSTER),
-              "fragment decode: D 64 or 128, tensor-core P·V, cp.async, swizzle, light or block sync");
+static_assert(!FRAG || ((D <= 128 || R == 1) && TC_PV && CP_ASYNC && SWZ && !WS && !DECOUPLED && !CLUSTER),
+              "fragment decode: D 64 or 128 (256 at 16 rows per warp), tensor-core P·V, cp.async, swizzle, light or block sync");
 static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && TC_PV),
               "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages");
 }  // namespace cfg

@@ -96,6 +96,12 @@ const KV8_D256_DECODERS: &str = "portable.m128.n64.w12.s1.b1.ctw4elx";
 /// staging; see `Variant::fragment_decode`).
 const KV8_FRAG_D128: &str = "portable.m128.n64.w4.s2.b2.ctfhelx";
 const KV8_FRAG_D64: &str = "portable.m128.n128.w4.s2.b2.ctfhelx";
+/// Round 20, Hopper E4M3 K/V at D256 (FP8-KV and fp8, every length): fragment decode with 16
+/// rows per warp, 64-row blocks, two per SM (96 KB; the 16-bit tile's 192 KB fits one).
+const KV8_FRAG_D256: &str = "portable.m64.n64.w4.s2.b2.ctfelx";
+/// Round 20, Hopper FP8-KV at D64 causal up to S 512: fragment decode with 16 rows per warp,
+/// four 64-row blocks per SM (128 registers, 24 KB).
+const KV8_FRAG_D64_SHORT: &str = "portable.m64.n64.w4.s2.b4.ctfelx";
 
 /// Which problem classes (precision, head dim) a registered variant is compiled for.
 pub type Serves = fn(Precision, u32) -> bool;
@@ -225,9 +231,15 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
         // Measured on the H100 (round 10, run 46), fp8kv_f16 S 1k / 4k / 16k: 268 / 304 /
         // 317 TFLOPS against 256 / 287 / 299 for the 2-stage split decode and 245 / 271 / 280
         // for round 9's serial decode (run 45); the f16 tile's 299 / 330 / 343.
-        // E4M3 K/V: decode warps (round 11, run 57, see docs/perf-notes.md). The seeds' u8
-        // code keeps the ring of one (its decode-warp kernel spills).
-        (ArchClass::Hopper, 256) if kv8 && precision != Precision::SimFp8 => KV8_D256_DECODERS,
+        // E4M3 K/V: fragment decode at 16 rows per warp, two 64-row blocks per SM (round 20,
+        // runs 104-105, TFLOPS, fp8kv_f16 / fp8kv_bf16 against f16 / bf16 in the same run):
+        // S 512 285.5 / 280.6 against 260.5 / 259.7, S 1k 317.5 / 315.0 against 296.8 / 297.5,
+        // S 4k 343.0 / 342.2 against 332.7 / 335.2, S 16k 353.5 / 352.6 against 345.9 / 345.9;
+        // causal S 512 210.6 / 202.4 against 202.4 / 203.5, S 1k 272.3 / 263.5 against 257.8 /
+        // 257.9. Round 11's decode warps (`KV8_D256_DECODERS`) stay registered. The seeds' u8
+        // code keeps the ring of one: on the fragment tile it ties at S 1k and loses 6 % at S
+        // 4k (run 106; its decode is two instructions per pair).
+        (ArchClass::Hopper, 256) if kv8 && precision != Precision::SimFp8 => KV8_FRAG_D256,
         (ArchClass::Hopper, 256) if kv8 => KV8_D256,
         // sm_90a: 64 keys per step (FA2's D256 tile), 192 KB of shared memory, which only
         // Hopper's 227 KB opt-in holds. Measured on the H100 (run 9): 279 / 312 / 322 TFLOPS at
@@ -328,6 +340,13 @@ pub fn default_variant_for_shape(
             KV8_FRAG_D64
         });
     }
+    // Round 20 (runs 106-107): FP8-KV D64 causal up to S 512 takes fragment decode at 16 rows
+    // per warp, four 64-row blocks per SM: fp8kv_f16 / fp8kv_bf16 194.9 / 189.6 TFLOPS
+    // against 187.0 / 183.2 for the 128-row fragment tile and f16 / bf16's 186.8 / 187.7 (run
+    // 106). From S 1k it falls behind (238.6 / 233.5 against 242.5 / 237.0).
+    if causal && hopper_kv8 && precision.is_fp8_kv() && head_dim == 64 && shape.seq_q <= 512 {
+        base = v(KV8_FRAG_D64_SHORT);
+    }
     // Persistent variants launch min(work tiles, SMs) blocks, so the grid test counts work
     // tiles for them as well.
     if base.tile_m <= 64 || grid_blocks(&base, shape) >= u64::from(sm_count) {
@@ -421,6 +440,11 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // 16-bit defaults' 128-row tiles: the Hopper FP8-KV and fp8 causal defaults up to S 2k.
     out.push((v(KV8_FRAG_D128), d128_kv8));
     out.push((v(KV8_FRAG_D64), d64_kv8));
+    // Round 20: fragment decode at 16 rows per warp. D256 (every length, E4M3 K/V): 96 KB, two
+    // blocks per SM where the 16-bit tile's 192 KB allows one. D64 causal S 512 (FP8-KV): 128
+    // registers and 24 KB, four blocks per SM.
+    out.push((v(KV8_FRAG_D256), d256_kv8));
+    out.push((v(KV8_FRAG_D64_SHORT), d64_kv8));
     out
 }
 
@@ -462,7 +486,7 @@ mod tests {
         // check and verify stay a manageable size per arch.
         for a in [Arch::Sm80, Arch::Sm90a] {
             assert!(
-                registered_for(a).len() <= 440,
+                registered_for(a).len() <= 460,
                 "{a}: {}",
                 registered_for(a).len()
             );
@@ -493,11 +517,11 @@ mod tests {
     }
 
     #[test]
-    fn hopper_d256_8bit_defaults_are_decode_warps_and_the_ring_of_one() {
-        // 8-bit K/V at D256 on sm_90a. E4M3: decode warps (Q 64 KB + two staging pairs 128 KB
-        // + four mbarriers, K/V staged in registers). The seeds' u8 code: the ring of one, one
-        // 8-bit slot with two staging pairs (Q 64 KB + staging 128 KB + ring 32 KB). 16-bit K/V
-        // keep the 2-stage tile (192 KB).
+    fn hopper_d256_8bit_defaults_are_fragment_decode_and_the_ring_of_one() {
+        // 8-bit K/V at D256 on sm_90a. E4M3: fragment decode on 64-row blocks (Q 32 KB + two
+        // 8-bit K/V slots 64 KB, plus a bf16 Q's row factors). The seeds' u8 code: the ring of
+        // one, one 8-bit slot with two staging pairs (Q 64 KB + staging 128 KB + ring 32 KB).
+        // 16-bit K/V keep the 2-stage 128-row tile (192 KB).
         for p in Precision::ALL {
             for causal in [false, true] {
                 let v = default_variant(Arch::Sm90a, p, 256, causal);
@@ -507,20 +531,26 @@ mod tests {
                     head_dim: 256,
                     causal,
                 };
-                let (stages, smem, producers) = if p == Precision::SimFp8 {
-                    (1, 229_376, 0)
+                let (tile_m, stages, smem, frag) = if p == Precision::SimFp8 {
+                    (128, 1, 229_376, false)
                 } else if p.kv_is_8bit() {
-                    (1, 196_640, 4)
+                    let rows = if p.q() == crate::dtype::DType::Bf16 {
+                        4 * 64
+                    } else {
+                        0
+                    };
+                    (64, 2, 98_304 + rows, true)
                 } else {
-                    (2, 196_608, 0)
+                    (128, 2, 196_608, false)
                 };
                 assert_eq!(
                     (v.tile_m, v.tile_n, v.stages, v.producer_warps),
-                    (128, 64, stages, producers),
+                    (tile_m, 64, stages, 0),
                     "{}",
                     spec.key()
                 );
-                assert_eq!(spec.decode_warps(), producers > 0, "{}", spec.key());
+                assert_eq!(v.fragment_decode, frag, "{}", spec.key());
+                assert!(!spec.decode_warps(), "{}", spec.key());
                 assert_eq!(spec.dynamic_smem_bytes(), smem, "{}", spec.key());
             }
         }
@@ -615,10 +645,12 @@ mod tests {
             let at = |s: &AttnShape| default_variant_for_shape(Arch::Sm90a, p, s, true, 132);
             let frag = if d == 64 { KV8_FRAG_D64 } else { KV8_FRAG_D128 };
             for fp8kv in [Precision::Fp8KvF16, Precision::Fp8KvBf16] {
-                for s in [&short, &s512_of(&short)] {
-                    let got = default_variant_for_shape(Arch::Sm90a, fp8kv, s, true, 132);
-                    assert_eq!(got.key(), frag);
-                }
+                let got = default_variant_for_shape(Arch::Sm90a, fp8kv, &short, true, 132);
+                assert_eq!(got.key(), frag);
+                // Round 20: at D64 S 512, the 64-row fragment tile at four blocks per SM.
+                let got =
+                    default_variant_for_shape(Arch::Sm90a, fp8kv, &s512_of(&short), true, 132);
+                assert_eq!(got.key(), if d == 64 { KV8_FRAG_D64_SHORT } else { frag });
                 // Not causal: no fragment decode.
                 let got = default_variant_for_shape(Arch::Sm90a, fp8kv, &short, false, 132);
                 assert!(!got.fragment_decode);
