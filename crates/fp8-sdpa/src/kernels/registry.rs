@@ -340,11 +340,14 @@ pub fn default_variant_for_shape(
             KV8_FRAG_D64
         });
     }
-    // Round 20 (runs 106-107): FP8-KV D64 causal up to S 512 takes fragment decode at 16 rows
-    // per warp, four 64-row blocks per SM: fp8kv_f16 / fp8kv_bf16 194.9 / 189.6 TFLOPS
-    // against 187.0 / 183.2 for the 128-row fragment tile and f16 / bf16's 186.8 / 187.7 (run
-    // 106). From S 1k it falls behind (238.6 / 233.5 against 242.5 / 237.0).
-    if causal && hopper_kv8 && precision.is_fp8_kv() && head_dim == 64 && shape.seq_q <= 512 {
+    // Round 20 (runs 106-107): E4M3 K/V (FP8-KV and fp8) at D64 causal up to S 512 take
+    // fragment decode at 16 rows per warp, four 64-row blocks per SM. Run 107 (two rounds,
+    // same run): fp8kv_f16 / fp8kv_bf16 / fp8 195.8 / 190.6 / 196.2 TFLOPS against 187.2 /
+    // 182.7 / 187.8 for the 128-row fragment tile and f16 / bf16's 186.9 / 187.2. From S 1k
+    // it falls behind (run 106: 238.6 / 233.5 against 242.5 / 237.0). The seeds' u8 code was
+    // not measured on it.
+    let e4m3_kv = precision.kv_is_8bit() && precision != Precision::SimFp8;
+    if causal && hopper_kv8 && e4m3_kv && head_dim == 64 && shape.seq_q <= 512 {
         base = v(KV8_FRAG_D64_SHORT);
     }
     // Persistent variants launch min(work tiles, SMs) blocks, so the grid test counts work
@@ -655,10 +658,13 @@ mod tests {
                 let got = default_variant_for_shape(Arch::Sm90a, fp8kv, &short, false, 132);
                 assert!(!got.fragment_decode);
             }
-            // 8-bit Q: fp8 takes it too (run 95); the seeds' u8 code up to S 2k at D64 and at
-            // S 512 at D128 (run 99).
+            // 8-bit Q: fp8 takes it too (run 95; at D64 S 512 the four-block tile, run 107);
+            // the seeds' u8 code up to S 2k at D64 and at S 512 at D128 (run 99).
             let got = default_variant_for_shape(Arch::Sm90a, Precision::Fp8, &short, true, 132);
             assert_eq!(got.key(), frag);
+            let got =
+                default_variant_for_shape(Arch::Sm90a, Precision::Fp8, &s512_of(&short), true, 132);
+            assert_eq!(got.key(), if d == 64 { KV8_FRAG_D64_SHORT } else { frag });
             let sim = |s: &AttnShape| {
                 default_variant_for_shape(Arch::Sm90a, Precision::SimFp8, s, true, 132)
             };
