@@ -22,7 +22,7 @@ pub struct Args {
     /// Only specs whose key contains this text.
     #[arg(long)]
     pub filter: Option<String>,
-    /// Fewer shapes and seeds (for quick iterations; `repro` uses the full set).
+    /// Fewer shapes and seeds (for quick iterations; `repro` runs this unless given `--full`).
     #[arg(long)]
     pub quick: bool,
     /// Seeds per shape (each seed also picks an input distribution).
