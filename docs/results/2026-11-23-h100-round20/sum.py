@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Summarize bench JSONs in a folder: mean TFLOPS per (case, precision, backend) over files."""
-import json, sys, os, re, collections
+import json, sys, os, collections
 d = sys.argv[1]
 acc = collections.defaultdict(list)
 for f in sorted(os.listdir(d)):
@@ -10,7 +10,6 @@ for f in sorted(os.listdir(d)):
         rows = json.load(open(os.path.join(d, f)))['rows']
     except Exception as e:
         print(f"{f}: unreadable ({e})"); continue
-    tag = re.sub(r'_\d+\.json$', '', f)
     for r in rows:
         if r.get('implementation') != 'fp8-sdpa' or r.get('status') != 'ok':
             continue
