@@ -156,6 +156,16 @@ pub struct Variant {
     /// Persistent blocks looping over a tile queue (else one block per tile); with decoupled
     /// sync, one K/V stream per block across its work tiles.
     pub persistent: bool,
+    /// Intra-warpgroup overlap (hopper): the softmax of one key block runs while the tensor
+    /// cores compute P·V of the block before it. Absent in JSON written before the knob
+    /// existed, and then off.
+    #[serde(default)]
+    pub overlap: bool,
+    /// Ping-pong (hopper, two consumer warpgroups): the warpgroups take turns issuing their
+    /// GEMMs, so that one's softmax runs under the other's GEMMs. Absent in JSON written
+    /// before the knob existed, and then off.
+    #[serde(default)]
+    pub pingpong: bool,
     /// `ex2.approx.ftz` for the softmax exponent (else an accurate exp2).
     pub fast_exp: bool,
     /// Barrier policy.
@@ -185,6 +195,8 @@ impl Variant {
             paired_rows: false,
             cluster_pair: false,
             persistent: false,
+            overlap: false,
+            pingpong: false,
             fast_exp: false,
             sync: SyncPolicy::Block,
             swizzle: false,
@@ -211,7 +223,8 @@ impl Variant {
     /// A stable, human-readable key that names this variant uniquely and parses back
     /// ([`Variant::from_str`]). Example: `portable.m64.n64.w4.s2.b2.ctlx`. Flags, in this
     /// order: `c` cp.async, `t` tensor-core P·V, `f` fragment decode, `w<n>` n producer
-    /// warps, `h` half steps, `r` paired rows, `k` cluster pair, `p` persistent, `e` fast exp,
+    /// warps, `h` half steps, `r` paired rows, `k` cluster pair, `p` persistent, `o` overlap,
+    /// `g` ping-pong, `e` fast exp,
     /// `l` light or `d` decoupled barriers, `x` swizzle (`-` when none).
     pub fn key(&self) -> String {
         let mut flags = String::new();
@@ -238,6 +251,12 @@ impl Variant {
         }
         if self.persistent {
             flags.push('p');
+        }
+        if self.overlap {
+            flags.push('o');
+        }
+        if self.pingpong {
+            flags.push('g');
         }
         if self.fast_exp {
             flags.push('e');
@@ -294,6 +313,12 @@ impl Variant {
                 self.min_blocks,
                 self.threads()
             ));
+        }
+        if (self.overlap || self.pingpong) && self.family != Family::Hopper {
+            return fail("overlap and pingpong are hopper-family knobs".into());
+        }
+        if self.pingpong && self.warps != 12 {
+            return fail("pingpong needs two consumer warpgroups (warps 12)".into());
         }
         if self.sync == SyncPolicy::Decoupled && self.family != Family::Portable {
             return fail("decoupled sync is a portable-family knob".into());
@@ -395,15 +420,44 @@ impl Variant {
                 }
             }
             Family::Hopper => {
-                if !self.warps.is_multiple_of(4) || !self.warp_spec || self.producer_warps != 4 {
-                    return fail("the hopper family is warpgroups: warps a multiple of 4, one producer warpgroup (warp_spec, producer_warps 4)".into());
-                }
-                if !matches!(self.tile_m, 64 | 128 | 192)
-                    || !self.tile_n.is_multiple_of(16)
-                    || !(16..=256).contains(&self.tile_n)
+                // hopper.cu: warpgroup 0 produces, each further one computes 64 query rows.
+                let consumers = (self.warps / 4).saturating_sub(1);
+                if !self.warps.is_multiple_of(4)
+                    || !(2..=3).contains(&consumers)
+                    || !self.warp_spec
+                    || self.producer_warps != 4
                 {
                     return fail(
-                        "hopper tiles: tile_m 64, 128 or 192; tile_n a multiple of 16 up to 256"
+                        "the hopper family is warpgroups: one producer warpgroup (warp_spec, \
+                         producer_warps 4) and 1 or 2 consumer warpgroups (warps 8 or 12)"
+                            .into(),
+                    );
+                }
+                if self.tile_m != 64 * consumers {
+                    return fail(format!(
+                        "hopper tile_m is 64 rows per consumer warpgroup: {} for warps {}, got {}",
+                        64 * consumers,
+                        self.warps,
+                        self.tile_m
+                    ));
+                }
+                if !self.tile_n.is_multiple_of(16) || !(16..=256).contains(&self.tile_n) {
+                    return fail(format!(
+                        "hopper tile_n must be a multiple of 16 up to 256 (a wgmma N), got {}",
+                        self.tile_n
+                    ));
+                }
+                if self.cp_async
+                    || self.tc_pv
+                    || !self.fast_exp
+                    || !self.swizzle
+                    || self.sync != SyncPolicy::Block
+                    || self.min_blocks != 1
+                {
+                    return fail(
+                        "hopper variants load by TMA into 128-byte-swizzled tiles, compute on \
+                         wgmma with ex2.approx, synchronize by mbarriers and run one block per \
+                         SM: flags 'w4ex' (with 'p' persistent, 'o' overlap, 'g' ping-pong), min_blocks 1"
                             .into(),
                     );
                 }
@@ -460,6 +514,8 @@ impl FromStr for Variant {
             paired_rows: false,
             cluster_pair: false,
             persistent: false,
+            overlap: false,
+            pingpong: false,
             fast_exp: false,
             sync: SyncPolicy::Block,
             swizzle: false,
@@ -487,6 +543,8 @@ impl FromStr for Variant {
                     'r' => v.paired_rows = true,
                     'k' => v.cluster_pair = true,
                     'p' => v.persistent = true,
+                    'o' => v.overlap = true,
+                    'g' => v.pingpong = true,
                     'e' => v.fast_exp = true,
                     'l' => v.sync = SyncPolicy::Light,
                     'd' => v.sync = SyncPolicy::Decoupled,
@@ -544,9 +602,14 @@ impl KernelSpec {
             Family::Hopper if arch != Arch::Sm90a => {
                 fail(format!("the hopper family needs sm_90a, not {arch}"))
             }
-            Family::Hopper if self.precision == Precision::SimFp8 => {
-                fail("the seeds' simulated-FP8 format is served by the portable family".into())
+            Family::Hopper if !matches!(self.precision, Precision::F16 | Precision::Bf16) => {
+                fail(format!(
+                    "the hopper family runs fp16 and bf16 so far, not {}; the portable family \
+                 serves 8-bit K/V",
+                    self.precision.name()
+                ))
             }
+            Family::Hopper => self.check_smem(arch),
             Family::Portable => {
                 let computing = (self.variant.warps - self.variant.producer_warps).max(1);
                 let rows_per_warp = self.variant.tile_m / (16 * computing);
@@ -592,7 +655,7 @@ impl KernelSpec {
                             .into(),
                     );
                 }
-                self.check_portable_smem(arch)
+                self.check_smem(arch)
             }
             _ => Ok(()),
         }
@@ -682,7 +745,7 @@ impl KernelSpec {
     }
 
     /// The portable layout must fit the arch's opt-in shared memory.
-    fn check_portable_smem(&self, arch: Arch) -> Result<()> {
+    fn check_smem(&self, arch: Arch) -> Result<()> {
         let smem = self.dynamic_smem_bytes();
         if smem > arch.smem_optin_limit() {
             return Err(self.invalid(format!(
@@ -699,7 +762,14 @@ impl KernelSpec {
         let v = &self.variant;
         let d = self.head_dim;
         match v.family {
-            Family::Reference | Family::Decode | Family::Hopper => 0,
+            Family::Reference | Family::Decode => 0,
+            Family::Hopper => {
+                // hopper.cu's layout: Q (tile_m rows) and `stages` K and V tiles of tile_n
+                // rows, 16-bit; mbarriers, two for Q and four per stage; 1024 bytes
+                // to round the base up to the 128-byte swizzle's 1024-byte period.
+                let row = 2 * d;
+                v.tile_m * row + 2 * v.stages * v.tile_n * row + 8 * (2 + 4 * v.stages) + 1024
+            }
             Family::Portable => {
                 // portable.cu's layout: Q tile (16-bit); `stages` K and V tiles in the K/V
                 // storage type (16-bit rows padded by 16 bytes unless swizzled, 8-bit rows
@@ -803,6 +873,8 @@ impl KernelSpec {
             ("SDPA_PAIRED_ROWS".into(), b(v.paired_rows)),
             ("SDPA_CLUSTER_PAIR".into(), b(v.cluster_pair)),
             ("SDPA_PERSISTENT".into(), b(v.persistent)),
+            ("SDPA_OVERLAP".into(), b(v.overlap)),
+            ("SDPA_PINGPONG".into(), b(v.pingpong)),
             ("SDPA_FAST_EXP".into(), b(v.fast_exp)),
             ("SDPA_SYNC_POLICY".into(), v.sync.code().to_string()),
             ("SDPA_SWIZZLE".into(), b(v.swizzle)),
@@ -834,7 +906,7 @@ mod tests {
             prop::sample::select(vec![16u32, 32, 64, 128, 256]),
             1u32..=16,
             1u32..=4,
-            any::<[bool; 11]>(),
+            any::<[bool; 13]>(),
             0u32..=4,
             1u32..=4,
         )
@@ -854,6 +926,8 @@ mod tests {
                     paired_rows: f[8],
                     cluster_pair: f[9],
                     persistent: f[3],
+                    overlap: f[11],
+                    pingpong: f[12],
                     fast_exp: f[4],
                     sync: match (f[5], f[2]) {
                         (false, _) => SyncPolicy::Block,
@@ -910,9 +984,9 @@ mod tests {
         let d = s.defines();
         let names: std::collections::HashSet<_> = d.iter().map(|(n, _)| n.clone()).collect();
         assert_eq!(names.len(), d.len(), "duplicate define");
-        // 18 variant fields + head dim + causal + 4 types, and the shared-memory total the
-        // portable kernel checks its layout against (derived, not a field).
-        assert_eq!(d.len(), 25);
+        // 20 variant fields + head dim + causal + 4 types, and the shared-memory total the
+        // kernels check their layout against (derived, not a field).
+        assert_eq!(d.len(), 27);
         assert!(d.contains(&("SDPA_Q_T".into(), "e4m3_t".into())));
         assert!(d.contains(&("SDPA_O_T".into(), "bf16_t".into())));
     }

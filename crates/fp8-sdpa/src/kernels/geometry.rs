@@ -55,6 +55,11 @@ pub fn rows_per_work(spec: &KernelSpec) -> u64 {
 ///   persistent decoupled sync under causal has m-blocks vary slowest, heaviest first:
 ///   `m_block = m_blocks - 1 - t / (heads_q * batch)`, `hq = t % heads_q`,
 ///   `b = (t / heads_q) % batch` (portable.cu's `work_at`);
+/// - hopper: `(tiles, 1, 1)`, or `min(tiles, sm_count)` blocks when persistent; block `i`
+///   takes tiles `i, i + grid, ...` in hopper.cu's Scheduler order (under causal m-blocks vary
+///   slowest, heaviest first: `m_block = m_blocks - 1 - t / (heads_q · batch)`,
+///   `hq = t % (heads_q · batch) % heads_q`; else `m_block = t % m_blocks`,
+///   `hq = t / m_blocks % heads_q`, `b = t / (m_blocks · heads_q)`);
 /// - portable cluster pair: as non-persistent, with m-blocks counted in pairs of `tile_m`-row
 ///   blocks and x doubled: `(2 · pairs, heads_q, batch)`, block x at m-block x; under causal
 ///   `(2 · heads_q, G, ceil(batch / G) · pairs)`, block x of head `x / 2` at m-block
@@ -72,6 +77,9 @@ pub fn grid(spec: &KernelSpec, shape: &AttnShape, sm_count: u32, l2_bytes: u64) 
             1,
             1,
         ]
+    } else if v.family == Family::Hopper {
+        // hopper.cu's Scheduler walks a 1-D list of work tiles.
+        [m_blocks * shape.heads_q as u64 * shape.batch as u64, 1, 1]
     } else if spec.causal && v.family == Family::Portable {
         let g = causal_batch_group(spec, shape, l2_bytes);
         [

@@ -1,5 +1,6 @@
-//! The embedded CUDA sources: two headers shared by every kernel and one source per family.
-//! Sources include no CUDA toolkit header, so NVRTC alone compiles them.
+//! The embedded CUDA sources: headers of device primitives grouped by hardware unit, shared
+//! by every kernel, and one source per family. Sources include no CUDA toolkit header, so
+//! NVRTC alone compiles them.
 
 use crate::variant::Family;
 
@@ -14,8 +15,18 @@ pub struct KernelSource {
     pub entry: &'static str,
 }
 
-/// Headers every source may include, as (include name, text).
-pub const HEADERS: [(&str, &str); 2] = [
+/// Headers every source may include, as (include name, text): element types and conversions,
+/// softmax pieces, the `mma.sync` family's primitives, barriers, TMA, `wgmma` (with its
+/// generated per-N wrappers), `prims.cuh` (all of them, for the portable family) and the
+/// parameter block.
+pub const HEADERS: [(&str, &str); 9] = [
+    ("types.cuh", include_str!("types.cuh")),
+    ("softmax.cuh", include_str!("softmax.cuh")),
+    ("mma_sm80.cuh", include_str!("mma_sm80.cuh")),
+    ("sync.cuh", include_str!("sync.cuh")),
+    ("tma.cuh", include_str!("tma.cuh")),
+    ("wgmma.cuh", include_str!("wgmma.cuh")),
+    ("wgmma_ops.cuh", include_str!("wgmma_ops.cuh")),
     ("prims.cuh", include_str!("prims.cuh")),
     ("abi.cuh", include_str!("abi.cuh")),
 ];
@@ -39,12 +50,19 @@ const PORTABLE: KernelSource = KernelSource {
     entry: "sdpa_portable",
 };
 
+const HOPPER: KernelSource = KernelSource {
+    name: "hopper.cu",
+    text: include_str!("hopper.cu"),
+    entry: "sdpa_hopper",
+};
+
 /// The source for a family, or `None` while that family has no kernel yet.
 pub fn source(family: Family) -> Option<KernelSource> {
     match family {
         Family::Reference => Some(REFERENCE),
         Family::Portable => Some(PORTABLE),
-        Family::Hopper | Family::Decode => None,
+        Family::Hopper => Some(HOPPER),
+        Family::Decode => None,
     }
 }
 

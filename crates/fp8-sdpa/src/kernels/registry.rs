@@ -10,7 +10,7 @@
 use crate::arch::Arch;
 use crate::dtype::Precision;
 use crate::problem::AttnShape;
-use crate::variant::{KernelSpec, Variant, HEAD_DIMS};
+use crate::variant::{Family, KernelSpec, Variant, HEAD_DIMS};
 
 /// Every registered spec: each family's registered variants over the problem classes it serves.
 pub fn registered() -> Vec<KernelSpec> {
@@ -145,6 +145,26 @@ fn d128_16bit(p: Precision, d: u32) -> bool {
     d == 128 && matches!(p, Precision::F16 | Precision::Bf16)
 }
 
+fn sixteen_bit(p: Precision, _: u32) -> bool {
+    matches!(p, Precision::F16 | Precision::Bf16)
+}
+fn sixteen_bit_d64_128(p: Precision, d: u32) -> bool {
+    sixteen_bit(p, d) && d <= 128
+}
+
+/// Hopper family (sm_90a only, by validation): 2 consumer warpgroups x 64 rows, 2 stages.
+/// Step (b) of its issue, no overlap and no ping-pong: 128 keys per stage (160 KB at D128).
+const HOPPER_N128_PLAIN: &str = "hopper.m128.n128.w12.s2.b1.w4ex";
+/// With the intra-warpgroup overlap alone, and with ping-pong too.
+const HOPPER_N128_O: &str = "hopper.m128.n128.w12.s2.b1.w4oex";
+const HOPPER_N128: &str = "hopper.m128.n128.w12.s2.b1.w4ogex";
+/// FA3's non-causal D128 tile, 176 keys per stage (209 KB at D128).
+const HOPPER_N176: &str = "hopper.m128.n176.w12.s2.b1.w4ogex";
+/// 64 keys per stage: the D256 tile (192 KB).
+const HOPPER_N64: &str = "hopper.m128.n64.w12.s2.b1.w4ogex";
+/// A persistent grid (one block per SM walking the tile list).
+const HOPPER_N128_PERSISTENT: &str = "hopper.m128.n128.w12.s2.b1.w4pogex";
+
 fn v(key: &str) -> Variant {
     key.parse()
         .unwrap_or_else(|e| panic!("registered variant key {key}: {e}"))
@@ -169,13 +189,35 @@ fn arch_class(arch: Arch) -> ArchClass {
     }
 }
 
-/// The shipped portable variant for a problem class. All defaults use cp.async, a swizzled
+/// The shipped variant for a problem class: the Hopper family for fp16/bf16 on sm_90a
+/// ([`hopper_default`]), else the portable family. Portable defaults use cp.async, a swizzled
 /// ring, tensor-core P·V and `ex2.approx`; they differ in tile and warp shape by head dim, by
 /// the arch's shared memory and, on Hopper at D64 and D128, by whether K/V are 8-bit. Most
 /// use a 2-stage ring with light barriers; Hopper's 8-bit D64/D128 tiles use 3-4 stages with
 /// decoupled sync, persistent (the stream) for FP8-KV at D64 (see docs/perf-notes.md,
 /// rounds 6 to 8; [`default_variant_for_shape`] adds the per-length rules).
 pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: bool) -> Variant {
+    if arch_class(arch) == ArchClass::Hopper && sixteen_bit(precision, head_dim) {
+        return hopper_default(head_dim, causal);
+    }
+    portable_default(arch, precision, head_dim, causal)
+}
+
+/// The Hopper family's default for fp16/bf16 on sm_90a. Measured on the H100 (round 21, run
+/// 113, fa grid, TFLOPS fp16 / bf16): D64 the persistent ping-pong tile, S 1k 403 / 401, S 4k
+/// 421 / 436, causal S 4k 359 / 360; D128 non-causal the same, S 1k 551 / 565, S 4k 630 /
+/// 601, S 16k 608 / 632; D128 causal overlap without ping-pong, S 4k 494 / 501, S 16k 603 /
+/// 618; D256 the 64-key ping-pong tile, S 4k 571, S 16k 617 (fp16).
+fn hopper_default(head_dim: u32, causal: bool) -> Variant {
+    v(match (head_dim, causal) {
+        (256, _) => HOPPER_N64,
+        (128, true) => HOPPER_N128_O,
+        _ => HOPPER_N128_PERSISTENT,
+    })
+}
+
+/// The shipped portable variant for a problem class.
+fn portable_default(arch: Arch, precision: Precision, head_dim: u32, causal: bool) -> Variant {
     let kv8 = precision.kv_is_8bit();
     let fp8kv = precision.is_fp8_kv();
     let key = match (arch_class(arch), head_dim) {
@@ -272,6 +314,11 @@ pub fn default_variant_for_shape(
 ) -> Variant {
     let head_dim = shape.head_dim as u32;
     let mut base = default_variant(arch, precision, head_dim, causal);
+    // D128 causal up to S 1k: the portable tile leads the Hopper family's (run 112-113: 287 /
+    // 288 TFLOPS at S 1k against 265-269; its 128-row blocks waste more of the diagonal).
+    if base.family == Family::Hopper && causal && head_dim == 128 && shape.seq_q <= 1024 {
+        base = portable_default(arch, precision, head_dim, causal);
+    }
     // Causal with 8-bit K/V on Hopper: the 256-row tiles of the non-causal defaults win from
     // some length on; below it their coarse diagonal blocks lose.
     // - D64 from S 4k: round 6, run 1, fp8kv_f16, 287 / 331 TFLOPS at S 4k / 16k against
@@ -448,6 +495,13 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // registers and 24 KB, four blocks per SM.
     out.push((v(KV8_FRAG_D256), d256_kv8));
     out.push((v(KV8_FRAG_D64_SHORT), d64_kv8));
+    // Hopper family, step (b) of its issue: TMA ring, producer warpgroup, wgmma consumers.
+    out.push((v(HOPPER_N128_PLAIN), sixteen_bit_d64_128));
+    out.push((v(HOPPER_N128_O), sixteen_bit_d64_128));
+    out.push((v(HOPPER_N128), sixteen_bit_d64_128));
+    out.push((v(HOPPER_N176), sixteen_bit_d64_128));
+    out.push((v(HOPPER_N64), sixteen_bit));
+    out.push((v(HOPPER_N128_PERSISTENT), sixteen_bit_d64_128));
     out
 }
 

@@ -3,6 +3,7 @@
 use super::abi::SdpaParams;
 use super::device::Device;
 use super::tensor::{TensorMut, TensorRef, VecMut, VecRef};
+use super::tma::{self, HopperMaps};
 use super::validate::{check_descale_values, validate, CallDesc, DescaleDesc, Validated};
 use crate::dispatch;
 use crate::error::{Error, Result};
@@ -243,9 +244,23 @@ impl Device {
             block_dim: (spec.variant.threads(), 1, 1),
             shared_mem_bytes: spec.dynamic_smem_bytes(),
         };
+        // The hopper family also takes Q, K and V as TMA tensor maps (runtime/tma.rs).
+        let maps = if spec.variant.family == Family::Hopper {
+            Some(HopperMaps {
+                q: tma::encode("Q", &call.q, spec.variant.tile_m)?,
+                k: tma::encode("K", &call.k, spec.variant.tile_n)?,
+                v: tma::encode("V", &call.v, spec.variant.tile_n)?,
+            })
+        } else {
+            None
+        };
         let mut launch = stream.launch_builder(&kernel.function);
         launch.arg(&params);
-        // SAFETY: `params` mirrors the kernel's by-value SdpaParams (layout test in abi.rs);
+        if let Some(maps) = &maps {
+            launch.arg(maps);
+        }
+        // SAFETY: `params` mirrors the kernel's by-value SdpaParams (layout test in abi.rs), and
+        // `maps`, for the hopper family, its HopperMaps (tma.rs);
         // every pointer in it was validated to cover the shapes and strides the kernel reads
         // and writes, and the borrowed slices outlive the queued launch through `a`'s guards.
         unsafe { launch.launch(cfg) }

@@ -6,6 +6,7 @@ pub mod attention;
 pub mod device;
 pub mod quantize;
 pub mod tensor;
+pub mod tma;
 pub mod validate;
 
 pub use attention::{Attention, CallOptions, Descale, KernelChoice, Launched};

@@ -1,0 +1,353 @@
+// Hopper family (sm_90a): TMA loads into a shared-memory ring, wgmma on both GEMMs, warp
+// specialization. One producer warpgroup issues every copy (one thread, registers lowered);
+// CONSUMERS warpgroups of 64 query rows each compute S = Q.K^T (wgmma, both operands in shared
+// memory), the online softmax in registers, and O += P.V (wgmma, P from registers, V read
+// MN-major). Blocks walk a list of work tiles (batch, head, m-block), heaviest first under
+// causal; with a grid smaller than the list (persistent) a block keeps the ring running
+// across tiles and loads the next tile's Q while its consumers finish the current one.
+//
+// Shared memory (every tile 1024-byte aligned, the 128-byte swizzle's period), each tile in
+// 64-column slabs of 128-byte rows, as TMA's SWIZZLE_128B writes a box of 64 x rows:
+//   Q [SLABS][TILE_M][64], K[STAGES][SLABS][TILE_N][64], V[STAGES][SLABS][TILE_N][64],
+//   then the mbarriers.
+// Barriers: Q_FULL / Q_EMPTY (one Q per tile), K_FULL / K_EMPTY and V_FULL / V_EMPTY per
+// stage. FULL completes on the TMA's bytes (the producer's arrive_expect_tx is the one
+// arrival); EMPTY on one arrival per consumer warp after the wgmma that read the buffer has
+// completed. Phase bits follow the running use count of each barrier.
+#include "types.cuh"
+#include "softmax.cuh"
+#include "sync.cuh"
+#include "tma.cuh"
+#include "wgmma.cuh"
+#include "abi.cuh"
+
+typedef SDPA_Q_T T;      // Q, K, V and compute type (fp16 or bf16)
+typedef SDPA_O_T OutT;
+
+constexpr int D = SDPA_HEAD_DIM;
+constexpr int TILE_N = SDPA_TILE_N;
+constexpr int STAGES = SDPA_STAGES;
+constexpr int CONSUMERS = SDPA_WARPS / 4 - 1;
+constexpr int TILE_M = SDPA_TILE_M;
+constexpr int THREADS = SDPA_WARPS * 32;
+constexpr int SLABS = D / 64;
+constexpr bool OVERLAP = SDPA_OVERLAP;                      // softmax(j) beside P.V(j + 1)
+constexpr bool PINGPONG = SDPA_PINGPONG && CONSUMERS == 2;  // warpgroups take turns on GEMMs
+static_assert(TILE_M == 64 * CONSUMERS, "one 64-row wgmma tile per consumer warpgroup");
+static_assert(D % 64 == 0 && TILE_N % 16 == 0 && TILE_N <= 256, "tile shape");
+static_assert(Same<T, half_t>::value || Same<T, bf16_t>::value, "16-bit Q/K/V only");
+
+constexpr u32 Q_SLAB = TILE_M * 128, KV_SLAB = TILE_N * 128;
+constexpr u32 Q_BYTES = Q_SLAB * SLABS, KV_BYTES = KV_SLAB * SLABS;
+constexpr u32 OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * KV_BYTES, OFF_BAR = OFF_V + STAGES * KV_BYTES;
+enum : u32 { Q_FULL = 0, Q_EMPTY = 1, K_FULL = 2, K_EMPTY = K_FULL + STAGES,
+             V_FULL = K_EMPTY + STAGES, V_EMPTY = V_FULL + STAGES, N_BARS = V_EMPTY + STAGES };
+// The host adds 1024 bytes so that the base can be rounded up to the swizzle period.
+static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
+
+// Registers: the producer keeps 24, the consumers share the rest (multiples of 8, at most 240).
+constexpr int PRODUCER_REGS = 24;
+constexpr int CONSUMER_REGS_RAW = (65536 / 128 - PRODUCER_REGS) / CONSUMERS / 8 * 8;
+constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
+
+struct HopperMaps { TmaMap q, k, v; };  // 4-D maps over (dim, seq, head, batch), box 64 x rows
+
+// ---- scheduler ----------------------------------------------------------------------------
+struct Tile { int m_block, hq, b, n_blocks; };
+
+struct Scheduler {
+    int m_blocks, heads, tiles;
+    __device__ Scheduler(const SdpaParams& p)
+        : m_blocks((p.seq_q + TILE_M - 1) / TILE_M), heads(p.heads_q),
+          tiles(m_blocks * p.heads_q * p.batch) {}
+    // Causal: m-blocks vary slowest, last (heaviest) first; else m-blocks fastest, so the
+    // blocks running together share one head's K/V in L2.
+    __device__ Tile at(const SdpaParams& p, int t) const {
+        Tile w;
+#if SDPA_CAUSAL
+        int bh = heads * p.batch;
+        w.m_block = m_blocks - 1 - t / bh;
+        w.hq = (t % bh) % heads;
+        w.b = (t % bh) / heads;
+        // Bottom-right: row i sees keys j <= i + seq_kv - seq_q.
+        int end = min(p.seq_kv, (w.m_block + 1) * TILE_M + p.seq_kv - p.seq_q);
+#else
+        w.m_block = t % m_blocks;
+        w.hq = (t / m_blocks) % heads;
+        w.b = t / (m_blocks * heads);
+        int end = p.seq_kv;
+#endif
+        w.n_blocks = end > 0 ? (end + TILE_N - 1) / TILE_N : 0;
+        return w;
+    }
+};
+
+// ---- producer: one thread issues every TMA copy -------------------------------------------
+__device__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
+    Scheduler sched(p);
+    const int group = p.heads_q / p.heads_kv;
+    auto bar = [&](u32 id) { return smem + OFF_BAR + 8 * id; };
+    u32 it = 0, t_local = 0;
+    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x, ++t_local) {
+        Tile w = sched.at(p, t);
+        const int hkv = w.hq / group;
+        mbar_wait(bar(Q_EMPTY), (t_local & 1) ^ 1);
+        mbar_arrive_expect_tx(bar(Q_FULL), Q_BYTES);
+#pragma unroll
+        for (int s = 0; s < SLABS; ++s)
+            tma_load_4d(smem + s * Q_SLAB, &maps.q, bar(Q_FULL), 64 * s, w.m_block * TILE_M, w.hq, w.b);
+        // Key blocks from the last to the first: the masked ones come first.
+        for (int j = w.n_blocks - 1; j >= 0; --j, ++it) {
+            const u32 st = it % STAGES, phase = (it / STAGES) & 1;
+            const u32 k_dst = smem + OFF_K + st * KV_BYTES, v_dst = smem + OFF_V + st * KV_BYTES;
+            mbar_wait(bar(K_EMPTY + st), phase ^ 1);
+            mbar_arrive_expect_tx(bar(K_FULL + st), KV_BYTES);
+#pragma unroll
+            for (int s = 0; s < SLABS; ++s)
+                tma_load_4d(k_dst + s * KV_SLAB, &maps.k, bar(K_FULL + st), 64 * s, j * TILE_N, hkv, w.b);
+            mbar_wait(bar(V_EMPTY + st), phase ^ 1);
+            mbar_arrive_expect_tx(bar(V_FULL + st), KV_BYTES);
+#pragma unroll
+            for (int s = 0; s < SLABS; ++s)
+                tma_load_4d(v_dst + s * KV_SLAB, &maps.v, bar(V_FULL + st), 64 * s, j * TILE_N, hkv, w.b);
+        }
+    }
+}
+
+// ---- consumer: one warpgroup, 64 query rows -----------------------------------------------
+// Each thread owns rows r = 16 * warp + g and r + 8 of the warpgroup's 64, and in every
+// accumulator the columns 8j + 2t, 8j + 2t + 1 (wgmma_ops.cuh's layout).
+struct RowState { float m[2], l[2]; };
+
+// Masks the score tile of key block n0 for this thread's two rows (query rows q0, q0 + 8).
+__device__ __forceinline__ void mask_scores(float (&s)[TILE_N / 2], int n0, int q0, int t4, const SdpaParams& p) {
+#pragma unroll
+    for (int j = 0; j < TILE_N / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int col = n0 + 8 * j + 2 * t4 + (e & 1);
+            int limit = p.seq_kv;  // first invisible key
+#if SDPA_CAUSAL
+            limit = min(limit, q0 + (e >> 1) * 8 + p.seq_kv - p.seq_q + 1);
+#endif
+            if (col >= limit) s[4 * j + e] = -SDPA_INF;
+        }
+}
+
+// Online softmax over one score tile: updates the running max and sum, leaves
+// P = exp2(s * scale_log2 - m) in s and the factor O must be rescaled by in alpha.
+__device__ __forceinline__ void softmax_step(float (&s)[TILE_N / 2], RowState& rs, float (&alpha)[2], float sl2) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float mx = rs.m[r];
+#pragma unroll
+        for (int j = 0; j < TILE_N / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        // A row with no visible key so far keeps m = -inf; subtract 0 then, so exp2 gives 0.
+        const float ms = mx == -SDPA_INF ? 0.f : mx * sl2;
+        alpha[r] = exp2_fast(rs.m[r] * sl2 - ms);
+        rs.m[r] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < TILE_N / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float& x = s[4 * j + 2 * r + e];
+                x = exp2_fast(fmaf(x, sl2, -ms));
+                sum += x;
+            }
+        rs.l[r] = rs.l[r] * alpha[r] + sum;
+    }
+}
+
+__device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&alpha)[2]) {
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e >> 1];
+}
+
+// ---- the two GEMMs, issued by the whole warpgroup ---------------------------------------
+// S = Q.K^T: D / 16 k-steps, four per 64-column slab (+32 bytes each inside the 128-byte row).
+__device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32 k_tile) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        const u32 off = (kk % 4) * 32;
+        Wgmma<T, TILE_N>::template ss<0>(s, wgmma_desc_sw128(q_tile + (kk / 4) * Q_SLAB + off, 16, 1024),
+                                         wgmma_desc_sw128(k_tile + (kk / 4) * KV_SLAB + off, 16, 1024), kk > 0);
+    }
+    wgmma_commit();
+}
+// O += P.V: P's accumulator fragments are the A fragments of the k16 steps; V is read
+// MN-major, 16 key rows (2048 bytes) per step.
+__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const u32 (&pa)[TILE_N / 16][4], u32 v_tile) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < TILE_N / 16; ++kk)
+        Wgmma<T, D>::template rs<1>(o, pa[kk], wgmma_desc_sw128(v_tile + kk * 16 * 128, KV_SLAB, 1024), 1);
+    wgmma_commit();
+}
+// All of P is packed before the first P.V wgmma, so that none waits on a conversion.
+__device__ __forceinline__ void to_p(const float (&s)[TILE_N / 2], u32 (&pa)[TILE_N / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < TILE_N / 16; ++kk)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) pa[kk][i] = pack2<T>(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
+}
+
+// Ping-pong: the two consumer warpgroups take turns issuing their GEMMs (named barriers 1
+// and 2, 256 threads), so that one's softmax runs while the other's GEMMs hold the tensor
+// cores. Warpgroup 1 hands the first turn to warpgroup 0 at the start and warpgroup 0 takes
+// the last hand-over at the end, so every arrival is matched.
+__device__ __forceinline__ void turn_wait(int cw) { if (PINGPONG) bar_sync(1 + cw, 256); }
+__device__ __forceinline__ void turn_pass(int cw) { if (PINGPONG) bar_arrive(2 - cw, 256); }
+
+__device__ void consume(const SdpaParams& p, u32 smem, int cw) {
+    Scheduler sched(p);
+    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+    const float sl2 = p.scale_log2;
+    const u32 q_tile = smem + cw * 64 * 128;
+    u32 it = 0, t_local = 0;
+    if (PINGPONG && cw == 1) bar_arrive(1, 256);
+    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x, ++t_local) {
+        Tile w = sched.at(p, t);
+        const int q0 = w.m_block * TILE_M + cw * 64 + 16 * warp + g;  // this thread's first row
+        float o[D / 2];
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+        RowState rs = {{-SDPA_INF, -SDPA_INF}, {0.f, 0.f}};
+        mbar_wait(smem + OFF_BAR + 8 * Q_FULL, t_local & 1);
+        if (w.n_blocks == 0 && lane == 0) mbar_arrive(smem + OFF_BAR + 8 * Q_EMPTY);
+        auto bar = [&](u32 id, u32 use) { return smem + OFF_BAR + 8 * (id + use % STAGES); };
+        auto tile_of = [&](u32 base, u32 use) { return smem + base + (use % STAGES) * KV_BYTES; };
+        auto phase = [](u32 use) { return (use / STAGES) & 1; };
+        // Masks key block j where it crosses seq_kv or (causal) the diagonal of these 64 rows.
+        auto mask = [&](float (&s)[TILE_N / 2], int j) {
+            const int n0 = j * TILE_N;
+            bool edge = n0 + TILE_N > p.seq_kv;
+#if SDPA_CAUSAL
+            edge |= n0 + TILE_N - 1 > w.m_block * TILE_M + cw * 64 + p.seq_kv - p.seq_q;
+#endif
+            if (edge) mask_scores(s, n0, q0, t4, p);
+        };
+        // K (and, on the tile's last key block, Q) are free once S's wgmma has completed.
+        auto release_k = [&](u32 use, int j) {
+            if (lane == 0) {
+                mbar_arrive(bar(K_EMPTY, use));
+                if (j == 0) mbar_arrive(smem + OFF_BAR + 8 * Q_EMPTY);
+            }
+        };
+        float s[TILE_N / 2], alpha[2];
+        u32 pa[TILE_N / 16][4];
+        if (w.n_blocks > 0 && OVERLAP) {
+            // Intra-warpgroup overlap: the softmax of block j runs while P.V of block j + 1
+            // (the previous one; blocks go last to first) is on the tensor cores.
+            int j = w.n_blocks - 1;
+            mbar_wait(bar(K_FULL, it), phase(it));
+            turn_wait(cw);
+            issue_qk(s, q_tile, tile_of(OFF_K, it));
+            turn_pass(cw);
+            wgmma_wait<0>();
+            wgmma_hold(s);
+            release_k(it, j);
+            mask(s, j);
+            softmax_step(s, rs, alpha, sl2);
+            to_p(s, pa);
+            for (--j; j >= 0; --j, ++it) {
+                mbar_wait(bar(K_FULL, it + 1), phase(it + 1));
+                turn_wait(cw);
+                issue_qk(s, q_tile, tile_of(OFF_K, it + 1));
+                mbar_wait(bar(V_FULL, it), phase(it));
+                issue_pv(o, pa, tile_of(OFF_V, it));
+                turn_pass(cw);
+                wgmma_wait<1>();
+                wgmma_hold(s);
+                release_k(it + 1, j);
+                mask(s, j);
+                softmax_step(s, rs, alpha, sl2);
+                wgmma_wait<0>();
+                wgmma_hold(o);
+                if (lane == 0) mbar_arrive(bar(V_EMPTY, it));
+                rescale(o, alpha);
+                to_p(s, pa);
+            }
+            mbar_wait(bar(V_FULL, it), phase(it));
+            turn_wait(cw);
+            issue_pv(o, pa, tile_of(OFF_V, it));
+            turn_pass(cw);
+            wgmma_wait<0>();
+            wgmma_hold(o);
+            if (lane == 0) mbar_arrive(bar(V_EMPTY, it));
+            ++it;
+        } else {
+            for (int j = w.n_blocks - 1; j >= 0; --j, ++it) {
+                mbar_wait(bar(K_FULL, it), phase(it));
+                turn_wait(cw);
+                issue_qk(s, q_tile, tile_of(OFF_K, it));
+                turn_pass(cw);
+                wgmma_wait<0>();
+                wgmma_hold(s);
+                release_k(it, j);
+                mask(s, j);
+                softmax_step(s, rs, alpha, sl2);
+                rescale(o, alpha);
+                to_p(s, pa);
+                mbar_wait(bar(V_FULL, it), phase(it));
+                turn_wait(cw);
+                issue_pv(o, pa, tile_of(OFF_V, it));
+                turn_pass(cw);
+                wgmma_wait<0>();
+                wgmma_hold(o);
+                if (lane == 0) mbar_arrive(bar(V_EMPTY, it));
+            }
+        }
+        // Epilogue: O / l and the log-sum-exp, straight from registers.
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float l = rs.l[r];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const int row = q0 + 8 * r;
+            if (row >= p.seq_q) continue;
+            const float inv = l > 0.f ? 1.f / l : 0.f;
+            OutT* orow = reinterpret_cast<OutT*>(p.o) + w.b * p.o_stride_b + row * p.o_stride_s + w.hq * p.o_stride_h;
+#pragma unroll
+            for (int j = 0; j < D / 8; ++j)
+                stg_u32(orow + 8 * j + 2 * t4, pack2<OutT>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv));
+            if (p.lse && t4 == 0)
+                p.lse[(i64(w.b) * p.heads_q + w.hq) * p.seq_q + row] =
+                    l > 0.f ? (rs.m[r] * sl2 + __log2f(l)) * 0.69314718055994531f : -SDPA_INF;
+        }
+    }
+    if (PINGPONG && cw == 0) bar_sync(1, 256);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+sdpa_hopper(const __grid_constant__ SdpaParams p, const __grid_constant__ HopperMaps maps) {
+    extern __shared__ __align__(1024) u8 smem_raw[];
+    const u32 smem = (smem_u32(smem_raw) + 1023) & ~1023u;
+    const int wg = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+        tma_prefetch(&maps.q);
+        tma_prefetch(&maps.k);
+        tma_prefetch(&maps.v);
+        mbar_init(smem + OFF_BAR + 8 * Q_FULL, 1);
+        mbar_init(smem + OFF_BAR + 8 * Q_EMPTY, 4 * CONSUMERS);
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(smem + OFF_BAR + 8 * (K_FULL + s), 1);
+            mbar_init(smem + OFF_BAR + 8 * (V_FULL + s), 1);
+            mbar_init(smem + OFF_BAR + 8 * (K_EMPTY + s), 4 * CONSUMERS);
+            mbar_init(smem + OFF_BAR + 8 * (V_EMPTY + s), 4 * CONSUMERS);
+        }
+    }
+    __syncthreads();
+    if (wg == 0) {
+        setmaxnreg_dec<PRODUCER_REGS>();
+        if (threadIdx.x == 0) produce(p, maps, smem);
+    } else {
+        setmaxnreg_inc<CONSUMER_REGS>();
+        consume(p, smem, wg - 1);
+    }
+}

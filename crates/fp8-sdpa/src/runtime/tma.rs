@@ -1,0 +1,147 @@
+//! Tensor maps for the Hopper family's TMA loads: each of Q, K and V as a 4-d tiled map over
+//! (dim, seq, head, batch), innermost first, read in boxes of 64 head-dim columns (128 bytes,
+//! the 128-byte swizzle's row) by `rows` sequence positions. Mirrors `hopper.cu`'s
+//! `HopperMaps`.
+
+use super::tensor::TensorDesc;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use cudarc::driver::sys;
+use cudarc::driver::DeviceRepr;
+
+/// Three encoded `CUtensorMap`s (128 opaque bytes each), passed by value as the kernel's
+/// second `__grid_constant__` parameter.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+pub struct HopperMaps {
+    /// Q's map, boxes of 64 x `tile_m`.
+    pub q: [u64; 16],
+    /// K's map, boxes of 64 x `tile_n`.
+    pub k: [u64; 16],
+    /// V's map, boxes of 64 x `tile_n`.
+    pub v: [u64; 16],
+}
+
+// SAFETY: plain-old-data with C layout, mirrored by the CUDA struct; passed by value.
+unsafe impl DeviceRepr for HopperMaps {}
+
+/// Why a tensor cannot be read by TMA, or `None` when it can: the address must be 16-byte
+/// aligned and every stride a multiple of 16 bytes (TMA's rules), the head dim contiguous.
+pub fn tma_unfit(name: &str, t: &TensorDesc) -> Option<String> {
+    let es = t.dtype.size() as u64;
+    if !t.ptr.is_multiple_of(16) {
+        return Some(format!(
+            "{name}'s address {:#x} is not 16-byte aligned",
+            t.ptr
+        ));
+    }
+    if t.strides[3] != 1 {
+        return Some(format!("{name}'s head dim is not contiguous"));
+    }
+    for (i, what) in [(0, "batch"), (1, "sequence"), (2, "head")] {
+        let bytes = t.strides[i] as u64 * es;
+        if t.shape[i] > 1 && (!bytes.is_multiple_of(16) || bytes >= 1 << 40) {
+            return Some(format!(
+                "{name}'s {what} stride is {bytes} bytes, not a multiple of 16 below 2^40"
+            ));
+        }
+    }
+    None
+}
+
+/// Encodes one tensor's map: boxes of 64 columns x `rows` positions, 128-byte swizzle,
+/// out-of-bounds elements read as zeros.
+pub fn encode(name: &str, t: &TensorDesc, rows: u32) -> Result<[u64; 16]> {
+    if let Some(why) = tma_unfit(name, t) {
+        return Err(Error::InvalidInput(format!(
+            "{why}; the hopper family loads by TMA: use a tensor with 16-byte aligned rows, or \
+             the portable family (--variant)"
+        )));
+    }
+    let data_type = match t.dtype {
+        DType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        DType::Bf16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        other => {
+            return Err(Error::Unsupported(format!(
+                "the hopper family's tensor maps take fp16 or bf16, not {}",
+                other.name()
+            )))
+        }
+    };
+    let es = t.dtype.size() as u64;
+    let [b, s, h, d] = t.shape.map(|x| x as u64);
+    let dims = [d, s, h, b];
+    // A dim of extent 1 may have any stride; TMA still wants a multiple of 16 bytes.
+    let stride = |i: usize| {
+        let bytes = t.strides[i] as u64 * es;
+        if t.shape[i] > 1 {
+            bytes
+        } else {
+            bytes.div_ceil(16).max(1) * 16
+        }
+    };
+    let strides = [stride(1), stride(2), stride(0)];
+    let boxes = [64u32, rows, 1, 1];
+    let elem_strides = [1u32; 4];
+    let mut map = sys::CUtensorMap { opaque: [0; 16] };
+    // SAFETY: every pointer refers to a live local array of the length the call reads (rank 4:
+    // 4 dims, 3 strides, 4 box sizes, 4 element strides); `map` is a valid, aligned
+    // CUtensorMap. The call only encodes; it reads no device memory.
+    let rc = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            data_type,
+            4,
+            t.ptr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            elem_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    if rc != sys::CUresult::CUDA_SUCCESS {
+        return Err(Error::Unsupported(format!(
+            "cuTensorMapEncodeTiled refused {name} (shape {:?}, strides {:?} elements, box 64 x \
+             {rows}): {rc:?}",
+            t.shape, t.strides
+        )));
+    }
+    Ok(map.opaque)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desc(ptr: u64, strides: [usize; 4]) -> TensorDesc {
+        TensorDesc {
+            ptr,
+            bytes: 1 << 20,
+            dtype: DType::F16,
+            shape: [2, 100, 4, 64],
+            strides,
+        }
+    }
+
+    #[test]
+    fn layout_matches_the_cuda_struct() {
+        assert_eq!(std::mem::size_of::<HopperMaps>(), 384);
+        assert_eq!(std::mem::align_of::<HopperMaps>(), 64);
+    }
+
+    #[test]
+    fn tma_rules_are_checked() {
+        assert!(tma_unfit("q", &desc(0x1000, [25600, 256, 64, 1])).is_none());
+        assert!(tma_unfit("q", &desc(0x1008, [25600, 256, 64, 1]))
+            .unwrap()
+            .contains("aligned"));
+        // A head stride of 60 elements (120 bytes) is not a multiple of 16 bytes.
+        assert!(tma_unfit("k", &desc(0x1000, [24000, 240, 60, 1]))
+            .unwrap()
+            .contains("head stride"));
+    }
+}
