@@ -526,8 +526,9 @@ mod tests {
             if s.validate(Arch::Sm80).is_err() {
                 assert!(
                     s.dynamic_smem_bytes() > Arch::Sm80.smem_optin_limit()
-                        || s.variant.cluster_pair,
-                    "{} rejected on sm_80 for a reason other than shared memory",
+                        || s.variant.cluster_pair
+                        || s.variant.family == Family::Hopper,
+                    "{} rejected on sm_80 for a reason other than shared memory (or wgmma)",
                     s.key()
                 );
                 hopper_only += 1;
@@ -535,15 +536,24 @@ mod tests {
                 hopper_only += 1;
             }
         }
-        assert!(hopper_only <= 80, "{hopper_only} sm_90a-only specs");
+        // The hopper family is sm_90a-only by design; the bound is on the other families.
+        let hopper_family = registered()
+            .iter()
+            .filter(|s| s.variant.family == Family::Hopper)
+            .count();
+        assert!(
+            hopper_only - hopper_family <= 80,
+            "{hopper_only} sm_90a-only specs"
+        );
         assert_eq!(
             registered_for(Arch::Sm80).len() + hopper_only,
             registered_for(Arch::Sm90a).len()
         );
-        // check and verify stay a manageable size per arch.
+        // check and verify stay a manageable size per arch (sm_90a adds the hopper family's
+        // 52 specs).
         for a in [Arch::Sm80, Arch::Sm90a] {
             assert!(
-                registered_for(a).len() <= 460,
+                registered_for(a).len() <= 520,
                 "{a}: {}",
                 registered_for(a).len()
             );
@@ -578,8 +588,8 @@ mod tests {
         // 8-bit K/V at D256 on sm_90a. E4M3: fragment decode on 64-row blocks (Q 32 KB + two
         // 8-bit K/V slots 64 KB, plus a bf16 Q's row factors). The seeds' u8 code: the ring of
         // one, one 8-bit slot with two staging pairs (Q 64 KB + staging 128 KB + ring 32 KB).
-        // 16-bit K/V keep the 2-stage 128-row tile (192 KB).
-        for p in Precision::ALL {
+        // 16-bit K/V take the Hopper family (its own test below).
+        for p in Precision::ALL.into_iter().filter(|p| p.kv_is_8bit()) {
             for causal in [false, true] {
                 let v = default_variant(Arch::Sm90a, p, 256, causal);
                 let spec = KernelSpec {
@@ -609,6 +619,43 @@ mod tests {
                 assert_eq!(v.fragment_decode, frag, "{}", spec.key());
                 assert!(!spec.decode_warps(), "{}", spec.key());
                 assert_eq!(spec.dynamic_smem_bytes(), smem, "{}", spec.key());
+            }
+        }
+    }
+
+    #[test]
+    fn hopper_family_is_the_16bit_default_on_sm90a_except_short_causal_d128_and_small_grids() {
+        for p in [Precision::F16, Precision::Bf16] {
+            for d in [64u32, 128, 256] {
+                for causal in [false, true] {
+                    let v = default_variant(Arch::Sm90a, p, d, causal);
+                    assert_eq!(v.family, Family::Hopper, "{p:?} d{d} causal {causal}");
+                    assert_eq!(
+                        default_variant(Arch::Sm80, p, d, causal).family,
+                        Family::Portable
+                    );
+                    let long = AttnShape {
+                        batch: 4,
+                        seq_q: 4096,
+                        seq_kv: 4096,
+                        heads_q: 2048 / d as usize,
+                        heads_kv: 2048 / d as usize,
+                        head_dim: d as usize,
+                    };
+                    assert_eq!(
+                        default_variant_for_shape(Arch::Sm90a, p, &long, causal, 132),
+                        v
+                    );
+                    let short = AttnShape {
+                        batch: 16,
+                        seq_q: 1024,
+                        seq_kv: 1024,
+                        ..long
+                    };
+                    let got = default_variant_for_shape(Arch::Sm90a, p, &short, causal, 132);
+                    let portable = causal && d == 128;
+                    assert_eq!(got.family == Family::Portable, portable, "{p:?} d{d} S 1k");
+                }
             }
         }
     }
