@@ -6,7 +6,6 @@ per N. Run it after changing the N list; the header is checked in (NVRTC needs n
 import pathlib
 
 NS = list(range(16, 257, 16))
-TYPES = [("half_t", "f16"), ("bf16_t", "bf16")]
 
 def regs(first, count):
     return ", ".join(f"%{first + i}" for i in range(count))
@@ -23,41 +22,37 @@ out = [
     "//  MN-major (transposed, 16-bit types only), 0 as K-major.",
     "// D (fp32, N/2 registers per thread): d[4j + 0, 1] = D[16w + g][8j + 2t, 8j + 2t + 1],",
     "// d[4j + 2, 3] = D[16w + g + 8][8j + 2t, 8j + 2t + 1] (w = warp in the warpgroup).",
+    "// One macro per N writes the specialization for an element type (CT) and its PTX name (PT).",
     "#pragma once",
     '#include "types.cuh"',
     "",
     "template <typename T, int N> struct Wgmma;",
 ]
-for ctype, ptype in TYPES:
-    for n in NS:
-        c = n // 2
-        shape = f"m64n{n}k16.f32.{ptype}.{ptype}"
-        ss = (
-            f'        asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{c + 2}, 0;\\n"\n'
-            f'                     "wgmma.mma_async.sync.aligned.{shape} "\n'
-            f'                     "{{{regs(0, c)}}}, %{c}, %{c + 1}, p, 1, 1, 0, %{c + 3}; }}"\n'
-            f'                     : {acc_operands(c)}\n'
-            f'                     : "l"(da), "l"(db), "r"(scale_d), "n"(TB));'
-        )
-        rs = (
-            f'        asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{c + 5}, 0;\\n"\n'
-            f'                     "wgmma.mma_async.sync.aligned.{shape} "\n'
-            f'                     "{{{regs(0, c)}}}, {{%{c}, %{c + 1}, %{c + 2}, %{c + 3}}}, %{c + 4}, p, 1, 1, %{c + 6}; }}"\n'
-            f'                     : {acc_operands(c)}\n'
-            f'                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));'
-        )
-        out += [
-            f"template <> struct Wgmma<{ctype}, {n}> {{",
-            "    template <int TB>",
-            f"    __device__ __forceinline__ static void ss(float (&d)[{c}], u64 da, u64 db, int scale_d) {{",
-            ss,
-            "    }",
-            "    template <int TB>",
-            f"    __device__ __forceinline__ static void rs(float (&d)[{c}], const u32 (&a)[4], u64 db, int scale_d) {{",
-            rs,
-            "    }",
-            "};",
-        ]
+for n in NS:
+    c = n // 2
+    shape = f'"wgmma.mma_async.sync.aligned.m64n{n}k16.f32." PT "." PT " "'
+    body = [
+        f"#define SDPA_WGMMA_{n}(CT, PT)",
+        f"template <> struct Wgmma<CT, {n}> {{",
+        "    template <int TB>",
+        f"    __device__ __forceinline__ static void ss(float (&d)[{c}], u64 da, u64 db, int scale_d) {{",
+        f'        asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{c + 2}, 0;\\n" {shape}',
+        f'                     "{{{regs(0, c)}}}, %{c}, %{c + 1}, p, 1, 1, 0, %{c + 3}; }}"',
+        f"                     : {acc_operands(c)}",
+        '                     : "l"(da), "l"(db), "r"(scale_d), "n"(TB));',
+        "    }",
+        "    template <int TB>",
+        f"    __device__ __forceinline__ static void rs(float (&d)[{c}], const u32 (&a)[4], u64 db, int scale_d) {{",
+        f'        asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{c + 5}, 0;\\n" {shape}',
+        f'                     "{{{regs(0, c)}}}, {{%{c}, %{c + 1}, %{c + 2}, %{c + 3}}}, %{c + 4}, p, 1, 1, %{c + 6}; }}"',
+        f"                     : {acc_operands(c)}",
+        '                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));',
+        "    }",
+        "};",
+    ]
+    out += [line + " \\" for line in body[:-1]] + [body[-1]]
+    out += [f"SDPA_WGMMA_{n}(half_t, \"f16\")",
+            f"SDPA_WGMMA_{n}(bf16_t, \"bf16\")", ""]
 root = pathlib.Path(__file__).resolve().parent.parent
 path = root / "crates/fp8-sdpa/src/kernels/wgmma_ops.cuh"
 path.write_text("\n".join(out) + "\n")

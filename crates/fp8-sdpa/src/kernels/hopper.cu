@@ -241,19 +241,33 @@ __device__ void consume(const SdpaParams& p, u32 smem, int cw) {
         };
         float s[TILE_N / 2], alpha[2];
         u32 pa[TILE_N / 16][4];
+        // S of key block j (ring use `u`) on its own, through the softmax.
+        auto scores = [&](u32 u, int j) {
+            mbar_wait(bar(K_FULL, u), phase(u));
+            turn_wait(cw);
+            issue_qk(s, q_tile, tile_of(OFF_K, u));
+            turn_pass(cw);
+            wgmma_wait<0>();
+            wgmma_hold(s);
+            release_k(u, j);
+            mask(s, j);
+            softmax_step(s, rs, alpha, sl2);
+        };
+        // O += P.V of ring use `u` on its own.
+        auto values = [&](u32 u) {
+            mbar_wait(bar(V_FULL, u), phase(u));
+            turn_wait(cw);
+            issue_pv(o, pa, tile_of(OFF_V, u));
+            turn_pass(cw);
+            wgmma_wait<0>();
+            wgmma_hold(o);
+            if (lane == 0) mbar_arrive(bar(V_EMPTY, u));
+        };
         if (w.n_blocks > 0 && OVERLAP) {
             // Intra-warpgroup overlap: the softmax of block j runs while P.V of block j + 1
             // (the previous one; blocks go last to first) is on the tensor cores.
             int j = w.n_blocks - 1;
-            mbar_wait(bar(K_FULL, it), phase(it));
-            turn_wait(cw);
-            issue_qk(s, q_tile, tile_of(OFF_K, it));
-            turn_pass(cw);
-            wgmma_wait<0>();
-            wgmma_hold(s);
-            release_k(it, j);
-            mask(s, j);
-            softmax_step(s, rs, alpha, sl2);
+            scores(it, j);
             to_p(s, pa);
             for (--j; j >= 0; --j, ++it) {
                 mbar_wait(bar(K_FULL, it + 1), phase(it + 1));
@@ -273,34 +287,13 @@ __device__ void consume(const SdpaParams& p, u32 smem, int cw) {
                 rescale(o, alpha);
                 to_p(s, pa);
             }
-            mbar_wait(bar(V_FULL, it), phase(it));
-            turn_wait(cw);
-            issue_pv(o, pa, tile_of(OFF_V, it));
-            turn_pass(cw);
-            wgmma_wait<0>();
-            wgmma_hold(o);
-            if (lane == 0) mbar_arrive(bar(V_EMPTY, it));
-            ++it;
+            values(it++);
         } else {
             for (int j = w.n_blocks - 1; j >= 0; --j, ++it) {
-                mbar_wait(bar(K_FULL, it), phase(it));
-                turn_wait(cw);
-                issue_qk(s, q_tile, tile_of(OFF_K, it));
-                turn_pass(cw);
-                wgmma_wait<0>();
-                wgmma_hold(s);
-                release_k(it, j);
-                mask(s, j);
-                softmax_step(s, rs, alpha, sl2);
+                scores(it, j);
                 rescale(o, alpha);
                 to_p(s, pa);
-                mbar_wait(bar(V_FULL, it), phase(it));
-                turn_wait(cw);
-                issue_pv(o, pa, tile_of(OFF_V, it));
-                turn_pass(cw);
-                wgmma_wait<0>();
-                wgmma_hold(o);
-                if (lane == 0) mbar_arrive(bar(V_EMPTY, it));
+                values(it);
             }
         }
         // Epilogue: O / l and the log-sum-exp, straight from registers.
