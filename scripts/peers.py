@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Time PyTorch SDPA backends on the exact cases sdpa-lab benchmarks, with the same protocol.
+"""Time PyTorch SDPA backends (and FlashAttention-3 when it imports) on the exact cases
+sdpa-lab benchmarks, with the same protocol.
 
 Input (--cases): a JSON list of cases as `sdpa-lab bench` writes them (record.rs, PeerCase):
   {"suite", "case", "shape": {"batch", "seq_q", "seq_kv", "heads_q", "heads_kv", "head_dim"},
@@ -25,13 +26,18 @@ Only the standard library and torch; torch is imported after the arguments are c
 """
 
 import argparse
+import contextlib
+import importlib
 import json
 import math
 import os
 import sys
 import warnings
 
-BACKENDS = ("flash", "cudnn", "efficient")
+BACKENDS = ("flash", "cudnn", "efficient", "fa3")
+# FlashAttention-3's Hopper forward, when its Python interface imports (the `flash-attn` Hopper
+# build or the `fa3-fwd` wheel); otherwise its rows say it is missing.
+FA3_MODULES = ("flash_attn_interface", "fa3_fwd_interface")
 GRAPH_CALLS = 20
 MIN_ITERS = 100
 FLUSH_BYTES = 256 << 20
@@ -124,15 +130,16 @@ def traffic_bytes(shape, elem=2):
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="peers.py",
-        description="Time PyTorch SDPA backends (flash, cudnn, efficient) on sdpa-lab's cases "
-        "with sdpa-lab's protocol. Needs PyTorch with CUDA.",
+        description="Time PyTorch SDPA backends (flash, cudnn, efficient) and FlashAttention-3 "
+        "(fa3, when flash_attn_interface or fa3_fwd_interface imports) on sdpa-lab's cases with "
+        "sdpa-lab's protocol. Needs PyTorch with CUDA.",
     )
     ap.add_argument("--cases", required=True, help="JSON list of cases written by sdpa-lab")
     ap.add_argument("--out", required=True, help="where to write the JSON list of rows")
     ap.add_argument(
         "--backends",
         default=",".join(BACKENDS),
-        help="comma-separated subset of flash,cudnn,efficient (default: all)",
+        help="comma-separated subset of flash,cudnn,efficient,fa3 (default: all)",
     )
     ap.add_argument("--device", default="cuda:0", help="CUDA device (default cuda:0)")
     ap.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
@@ -142,10 +149,10 @@ def parse_args(argv):
 def parse_backends(text):
     names = [b.strip() for b in text.split(",") if b.strip()]
     if not names:
-        raise UsageError("--backends is empty; expected a subset of flash,cudnn,efficient")
+        raise UsageError("--backends is empty; expected a subset of " + ",".join(BACKENDS))
     for b in names:
         if b not in BACKENDS:
-            raise UsageError(f"unknown backend '{b}'; expected a subset of flash,cudnn,efficient")
+            raise UsageError(f"unknown backend '{b}'; expected a subset of " + ",".join(BACKENDS))
     return list(dict.fromkeys(names))
 
 
@@ -228,7 +235,7 @@ def blank_row(case, backend, status):
     return {
         "suite": case["suite"],
         "case": case["case"],
-        "implementation": "torch",
+        "implementation": "fa3" if backend == "fa3" else "torch",
         "backend": backend,
         "precision": case["precision"],
         "shape": {k: case["shape"][k] for k in SHAPE_KEYS},
@@ -268,6 +275,14 @@ class Runner:
         self.causal_lower_right = causal_lower_right
         cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         self.versions = f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {cudnn}"
+        self.fa3, self.fa3_missing = None, []
+        for name in FA3_MODULES:
+            try:
+                self.fa3 = importlib.import_module(name)
+                self.versions += f", FA3 from {name}"
+                break
+            except Exception as e:  # ImportError, or a wheel built for another torch
+                self.fa3_missing.append(f"{name}: {type(e).__name__}: {one_line(e, 120)}")
 
     def make_inputs(self, shape, dtype, gen):
         """Q, K, V as BSHD storage viewed as BHSD (what SDPA takes), unit-variance normal."""
@@ -282,7 +297,22 @@ class Runner:
         return one(sq, hq), one(skv, hkv), one(skv, hkv)
 
     def call_for(self, case, backend):
-        """The SDPA call for a case and a description of its mask."""
+        """The call for a case and a description of its mask."""
+        if backend == "fa3":
+            fa3, causal = self.fa3, case["causal"]
+
+            def call_fa3(q, k, v):
+                # FA3 takes BSHD, which is the storage under make_inputs' BHSD views; its causal
+                # mask is bottom-right, and GQA is native.
+                out = fa3.flash_attn_func(
+                    q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal
+                )
+                out = out[0] if isinstance(out, tuple) else out
+                return out.transpose(1, 2)
+
+            return call_fa3, "FlashAttention-3 flash_attn_func" + (
+                " (bottom-right causal)" if causal else ""
+            )
         t = self.torch
         F = t.nn.functional
         shape = case["shape"]
@@ -370,7 +400,12 @@ class Runner:
         t = self.torch
         mode, warmup, iters = case["mode"], case["warmup"], case["iters"]
         note = ""
-        with self.sdpa_kernel([self.backend_enum[backend]]):
+        only = (
+            contextlib.nullcontext()
+            if backend == "fa3"
+            else self.sdpa_kernel([self.backend_enum[backend]])
+        )
+        with only:
             sets = [inputs_fn(0)]
             q, k, v = sets[0]
             call(q, k, v)  # raises here if the backend rejects the case
@@ -430,6 +465,9 @@ class Runner:
         row = blank_row(case, backend, "ok")
         if case["precision"] in PRECISIONS_FP8:
             row["status"] = "skipped: PyTorch SDPA has no FP8 kernel"
+            return row
+        if backend == "fa3" and self.fa3 is None:
+            row["status"] = "skipped: FlashAttention-3 not installed (" + "; ".join(self.fa3_missing) + ")"
             return row
         dtype = getattr(t, PRECISIONS_16[case["precision"]])
         call, detail = self.call_for(case, backend)

@@ -429,7 +429,7 @@ impl Variant {
                 {
                     return fail(
                         "the hopper family is warpgroups: one producer warpgroup (warp_spec, \
-                         producer_warps 4) and 1 or 2 consumer warpgroups (warps 8 or 12)"
+                         producer_warps 4) and 2 or 3 consumer warpgroups (warps 12 or 16)"
                             .into(),
                     );
                 }

@@ -6,7 +6,7 @@
 //! BenchFile { schema_version: u32, manifest: <any JSON>, ceilings: [Ceiling], rows: [BenchRow],
 //!             notes: [string] }
 //! Ceiling   { name: string, unit: "TFLOPS" | "GB/s", value: number }
-//! BenchRow  { suite, case, implementation: "fp8-sdpa" | "torch",
+//! BenchRow  { suite, case, implementation: "fp8-sdpa" | "torch" | "fa3",
 //!             backend: variant key | "flash" | "cudnn" | "efficient",
 //!             precision: "f16" | "bf16" | "fp8_kv_f16" | "fp8_kv_bf16" | "fp8" | "sim_fp8",
 //!             shape: { batch, seq_q, seq_kv, heads_q, heads_kv, head_dim },
@@ -32,6 +32,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub const IMPL_OURS: &str = "fp8-sdpa";
 /// `implementation` of rows timing PyTorch SDPA.
 pub const IMPL_TORCH: &str = "torch";
+// scripts/peers.py also writes FlashAttention-3's rows, as implementation and backend "fa3".
 /// The PyTorch SDPA backends, in report order.
 pub const TORCH_BACKENDS: [&str; 3] = ["flash", "cudnn", "efficient"];
 

@@ -39,7 +39,8 @@ pub struct Args {
     /// Timing mode for every case (default: each case's suggested mode).
     #[arg(long)]
     pub mode: Option<TimingMode>,
-    /// Also time PyTorch's SDPA backends (flash, cuDNN, efficient) on the same shapes.
+    /// Also time PyTorch's SDPA backends (flash, cuDNN, efficient) on the same shapes, and
+    /// FlashAttention-3 where its Python interface imports (its rows say so when it does not).
     #[arg(long)]
     pub peers: bool,
     /// The peers script.
