@@ -56,27 +56,33 @@ struct HopperMaps { TmaMap q, k, v; };  // 4-D maps over (dim, seq, head, batch)
 struct Tile { int m_block, hq, b, n_blocks; };
 
 struct Scheduler {
-    int m_blocks, heads, tiles;
+    int m_blocks, heads, tiles, section;
     __device__ Scheduler(const SdpaParams& p)
         : m_blocks((p.seq_q + TILE_M - 1) / TILE_M), heads(p.heads_q),
-          tiles(m_blocks * p.heads_q * p.batch) {}
-    // Causal: m-blocks vary slowest, last (heaviest) first; else m-blocks fastest, so the
-    // blocks running together share one head's K/V in L2.
+          tiles(m_blocks * p.heads_q * p.batch),
+          // Causal sections: as many (batch, head) pairs as keep their K/V within ~16 MB of L2.
+          section(int(max(u64(1), (u64(16) << 20) / (u64(max(p.seq_kv, 1)) * D * 2 * sizeof(T))))) {}
+    // Causal: the (batch, head) pairs in sections; inside a section m-blocks vary slowest, last
+    // (heaviest) first, so the blocks running together are balanced and share a few heads' K/V
+    // in L2 (m-blocks slowest over all pairs read every head's K/V at once from DRAM). Else
+    // m-blocks fastest, so the blocks running together share one head's K/V.
     __device__ Tile at(const SdpaParams& p, int t) const {
         Tile w;
+        int pair;
 #if SDPA_CAUSAL
-        int bh = heads * p.batch;
-        w.m_block = m_blocks - 1 - t / bh;
-        w.hq = (t % bh) % heads;
-        w.b = (t % bh) / heads;
+        const int pairs = heads * p.batch, first = t / (section * m_blocks) * section;
+        const int in_section = min(section, pairs - first), r = t - first * m_blocks;
+        w.m_block = m_blocks - 1 - r / in_section;
+        pair = first + r % in_section;
         // Bottom-right: row i sees keys j <= i + seq_kv - seq_q.
         int end = min(p.seq_kv, (w.m_block + 1) * TILE_M + p.seq_kv - p.seq_q);
 #else
         w.m_block = t % m_blocks;
-        w.hq = (t / m_blocks) % heads;
-        w.b = t / (m_blocks * heads);
+        pair = t / m_blocks;
         int end = p.seq_kv;
 #endif
+        w.hq = pair % heads;
+        w.b = pair / heads;
         w.n_blocks = end > 0 ? (end + TILE_N - 1) / TILE_N : 0;
         return w;
     }

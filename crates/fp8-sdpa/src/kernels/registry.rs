@@ -164,6 +164,12 @@ const HOPPER_N176: &str = "hopper.m128.n176.w12.s2.b1.w4ogex";
 const HOPPER_N64: &str = "hopper.m128.n64.w12.s2.b1.w4ogex";
 /// A persistent grid (one block per SM walking the tile list).
 const HOPPER_N128_PERSISTENT: &str = "hopper.m128.n128.w12.s2.b1.w4pogex";
+/// FA3's D256 tile, 80 keys per stage (225 KB at D256): the D256 default since round 22.
+const HOPPER_N80: &str = "hopper.m128.n80.w12.s2.b1.w4ogex";
+/// Three consumer warpgroups (192 rows), persistent, overlap without ping-pong (which needs
+/// two): FA3's D64 tile, the D64 default from S 2k since round 22. It spills at D128 (three
+/// warpgroups leave 160 registers each), so it is registered for D64 only.
+const HOPPER_M192_D64: &str = "hopper.m192.n128.w16.s2.b1.w4poex";
 
 fn v(key: &str) -> Variant {
     key.parse()
@@ -203,16 +209,26 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
     portable_default(arch, precision, head_dim, causal)
 }
 
-/// The Hopper family's default for fp16/bf16 on sm_90a. Measured on the H100 (round 21, run
-/// 113, fa grid, TFLOPS fp16 / bf16): D64 the persistent ping-pong tile, S 1k 403 / 401, S 4k
-/// 421 / 436, causal S 4k 359 / 360; D128 non-causal the same, S 1k 551 / 565, S 4k 630 /
-/// 601, S 16k 608 / 632; D128 causal overlap without ping-pong, S 4k 494 / 501, S 16k 603 /
-/// 618; D256 the 64-key ping-pong tile, S 4k 571, S 16k 617 (fp16).
+/// The Hopper family's default for fp16/bf16 on sm_90a. Measured on the H100 (fa grid,
+/// TFLOPS fp16 / bf16):
+/// - D64: three consumer warpgroups of 64 rows, persistent, overlap (round 22, run 116, against
+///   the 128-row persistent ping-pong tile in the same run): S 4k 470 / 461 against 461 / 436,
+///   S 16k 486 / 499 against 438 / 454, causal S 4k 361 / 402 against 359 / 361, causal S 16k
+///   411 / 422 against 403 / 410. Below S 2k the 128-row tile (see
+///   [`default_variant_for_shape`]).
+/// - D128 non-causal: two consumer warpgroups, persistent ping-pong (round 22, run 115): S 1k
+///   555 / 570, S 4k 640 / 646, S 16k 603 / 627. Causal: overlap without ping-pong, S 4k
+///   496 / 499, S 16k 578 / 602.
+/// - D256: FA3's 80-key tile with ping-pong (round 22, run 116, against the 64-key tile): S 1k
+///   559 / 568 against 517 / 525, S 4k 660 / 700 against 629 / 584, S 16k 684 / 705 against
+///   605 / 628, causal S 4k 578 / 590 against 538 / 559, causal S 16k 622 / 669 against
+///   563 / 610.
 fn hopper_default(head_dim: u32, causal: bool) -> Variant {
     v(match (head_dim, causal) {
-        (256, _) => HOPPER_N64,
+        (256, _) => HOPPER_N80,
         (128, true) => HOPPER_N128_O,
-        _ => HOPPER_N128_PERSISTENT,
+        (128, false) => HOPPER_N128_PERSISTENT,
+        _ => HOPPER_M192_D64,
     })
 }
 
@@ -318,6 +334,12 @@ pub fn default_variant_for_shape(
     // 288 TFLOPS at S 1k against 265-269; its 128-row blocks waste more of the diagonal).
     if base.family == Family::Hopper && causal && head_dim == 128 && shape.seq_q <= 1024 {
         base = portable_default(arch, precision, head_dim, causal);
+    }
+    // D64 below S 2k: the 128-row persistent ping-pong tile leads the 192-row one (round 22,
+    // run 116, fp16 / bf16: S 1k 426 / 429 TFLOPS against 405 / 403, causal 264 / 265
+    // against 258 / 261); 192-row blocks leave more of the last block and the diagonal idle.
+    if base.family == Family::Hopper && head_dim == 64 && shape.seq_q < 2048 {
+        base = v(HOPPER_N128_PERSISTENT);
     }
     // Causal with 8-bit K/V on Hopper: the 256-row tiles of the non-causal defaults win from
     // some length on; below it their coarse diagonal blocks lose.
@@ -502,6 +524,9 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v(HOPPER_N176), sixteen_bit_d64_128));
     out.push((v(HOPPER_N64), sixteen_bit));
     out.push((v(HOPPER_N128_PERSISTENT), sixteen_bit_d64_128));
+    // Round 22, step (e): per-head-dim tiles.
+    out.push((v(HOPPER_N80), sixteen_bit));
+    out.push((v(HOPPER_M192_D64), |p, d| sixteen_bit(p, d) && d == 64));
     out
 }
 
@@ -655,6 +680,11 @@ mod tests {
                     let got = default_variant_for_shape(Arch::Sm90a, p, &short, causal, 132);
                     let portable = causal && d == 128;
                     assert_eq!(got.family == Family::Portable, portable, "{p:?} d{d} S 1k");
+                    // D64's 192-row tile from S 2k, the 128-row one below.
+                    if d == 64 {
+                        assert_eq!(v.tile_m, 192);
+                        assert_eq!(got, super::v(HOPPER_N128_PERSISTENT));
+                    }
                 }
             }
         }
@@ -728,6 +758,13 @@ mod tests {
             ..mission
         };
         let got = default_variant_for_shape(Arch::Sm90a, Precision::F16, &big, false, 132);
+        assert_eq!(got, v(HOPPER_N128_PERSISTENT), "D64 below S 2k");
+        let long = AttnShape {
+            seq_q: 4096,
+            seq_kv: 4096,
+            ..big
+        };
+        let got = default_variant_for_shape(Arch::Sm90a, Precision::F16, &long, false, 132);
         assert_eq!(got, default_variant(Arch::Sm90a, Precision::F16, 64, false));
         // 8-bit K/V causal on Hopper: FP8-KV and fp8 up to S 2k take fragment decode (round
         // 18); above it, the 256-row tile (FP8-KV; from S 4k with 8-bit Q) at D64, and at D128

@@ -22,6 +22,10 @@ pub struct Args {
     /// Only specs whose key contains this text.
     #[arg(long)]
     pub filter: Option<String>,
+    /// Verify these variants (keys as `check --variant` takes them, repeatable) instead of
+    /// the registered ones: every problem class the variant is valid for on this GPU.
+    #[arg(long)]
+    pub variant: Vec<String>,
     /// Fewer shapes and seeds (for quick iterations; `repro` runs this unless given `--full`).
     #[arg(long)]
     pub quick: bool,
@@ -116,7 +120,17 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
             7,
         )?);
     }
-    let specs = super::matching(registry::registered_for(arch), a.filter.as_deref());
+    let candidates = if a.variant.is_empty() {
+        registry::registered_for(arch)
+    } else {
+        let mut v = Vec::new();
+        for key in &a.variant {
+            let variant: fp8_sdpa::Variant = key.parse()?;
+            v.extend(registry::specs_of(variant).filter(|s| s.validate(arch).is_ok()));
+        }
+        v
+    };
+    let specs = super::matching(candidates, a.filter.as_deref());
     // Group specs by problem class: each case is built, referenced and uploaded once.
     let mut groups: BTreeMap<(String, u32, bool), (Precision, Vec<KernelSpec>)> = BTreeMap::new();
     for s in &specs {
