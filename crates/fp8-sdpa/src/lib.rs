@@ -17,6 +17,7 @@ pub mod arch;
 pub mod cases;
 pub mod codec_check;
 pub mod compile;
+pub mod cp;
 pub mod dispatch;
 pub mod dtype;
 pub mod error;
@@ -30,6 +31,7 @@ pub mod metrics;
 pub mod problem;
 pub mod reference;
 pub mod runtime;
+pub mod tuned;
 pub mod variant;
 
 pub use arch::Arch;

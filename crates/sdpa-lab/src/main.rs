@@ -8,6 +8,7 @@ mod cmd;
 mod manifest;
 mod report;
 mod timing;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -16,7 +17,7 @@ use std::process::ExitCode;
 #[command(
     name = "sdpa-lab",
     version,
-    about = "The fp8-sdpa lab: check, verify, bench, report"
+    about = "The fp8-sdpa lab: check, verify, bench, tune, report"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -47,6 +48,12 @@ enum Command {
     /// artifacts/<timestamp>/. Without a GPU it runs the offline stages and reports the rest
     /// as not run (exit 3); exit 0 means every gate held, 1 that a stage failed.
     Repro(cmd::repro::Args),
+    /// Search a family's variant space for one problem class (EvoEngineer-Full: elites,
+    /// rank-based parents, crossover and mutation, macro then micro knobs) through the gates
+    /// in order: compile and resources, correctness, a short timing run that prunes, the full
+    /// run. Writes tune_log.csv, topk.json and tuned.json (a tuned-table entry; --install
+    /// merges it into the user's table, which dispatch reads). Needs a GPU.
+    Tune(cmd::tune::Args),
     /// Offline: read an artifacts folder (bench*.json and optional check.json, verify.json,
     /// manifest.json, stages.json) and write summary.md with tables and SVG plots.
     Report(cmd::report::Args),
@@ -62,6 +69,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Repro(a) => cmd::repro::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Tune(a) => cmd::tune::run(a),
     };
     match result {
         Ok(code) => code,

@@ -155,7 +155,7 @@ impl Device {
                 &shape,
                 a.params.causal,
                 self.info().sm_count,
-            ),
+            )?,
             KernelChoice::Variant(v) => v,
         };
         let spec = KernelSpec {

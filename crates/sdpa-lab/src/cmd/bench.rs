@@ -203,7 +203,7 @@ fn read_out(stream: &Arc<CudaStream>, case: &BenchCase, inp: &Inputs) -> Result<
 
 /// Times one variant on one case; the row carries stats and correctness against the GPU
 /// reference kernel.
-fn bench_one(
+pub(crate) fn bench_one(
     dev: &Device,
     stream: &Arc<CudaStream>,
     case: &BenchCase,
@@ -332,7 +332,7 @@ pub fn bench(a: &Args, manifest: serde_json::Value) -> Result<(PathBuf, bool)> {
                 &case.shape,
                 case.causal,
                 dev.info().sm_count,
-            )]
+            )?]
         } else {
             variants.clone()
         };

@@ -6,6 +6,7 @@ pub mod check;
 pub mod env;
 pub mod report;
 pub mod repro;
+pub mod tune;
 pub mod verify;
 
 use fp8_sdpa::variant::KernelSpec;

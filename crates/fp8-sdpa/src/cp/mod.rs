@@ -1,0 +1,10 @@
+//! Context parallelism: one attention over several GPUs, for sequences past one GPU. Ring
+//! attention with zig-zag sharding: each rank holds two chunks of Q, K and V; K/V shards
+//! travel around the ring while each rank computes its queries against the shard in hand;
+//! partial results merge by log-sum-exp in fp32.
+//!
+//! `plan` and `merge` are the arithmetic (tested on the CPU); the NCCL ring itself is in the
+//! lab's `cp-bench` (issue 33).
+
+pub mod merge;
+pub mod plan;

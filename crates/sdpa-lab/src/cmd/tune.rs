@@ -1,0 +1,485 @@
+//! `sdpa-lab tune`: EvoEngineer-Full over a family's variant space for one problem class, on
+//! the GPU gates in order (compile and resources, correctness, a short timing run that prunes,
+//! the full timing run), with the per-config result cache, tune_log.csv, topk.json and a
+//! tuned-table entry.
+
+use crate::bench::suites::{BenchCase, TimingMode};
+use crate::timing::Flusher;
+use crate::tune::cache::{Cache, Key};
+use crate::tune::evo::{self, Eval, Gate, Objective, Outcome};
+use crate::tune::space::{Genome, Space};
+use cudarc::driver::CudaStream;
+use fp8_sdpa::cases::{CaseSpec, HostCase};
+use fp8_sdpa::compile::Compiler;
+use fp8_sdpa::harness::{judge, DeviceCase};
+use fp8_sdpa::inputs::Distribution;
+use fp8_sdpa::runtime::{CallOptions, Device, KernelChoice};
+use fp8_sdpa::tuned::{ShapeClass, TunedEntry, TunedTable};
+use fp8_sdpa::{AttnParams, AttnShape, Error, Family, Layout, Precision, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Arguments of `tune`.
+#[derive(clap::Args, Clone)]
+pub struct Args {
+    /// Kernel family: hopper (sm_90a) or portable.
+    #[arg(long, default_value = "hopper")]
+    pub family: String,
+    /// Precision path (f16, bf16, fp8kv_f16, ...).
+    #[arg(long, default_value = "f16")]
+    pub precision: String,
+    /// Head dim: 64, 128 or 256.
+    #[arg(long, default_value_t = 128)]
+    pub head_dim: u32,
+    /// Problem class: prefill (S 4k, non-causal), causal (S 4k) or decode (Sq 1, Skv 4k).
+    #[arg(long, default_value = "prefill")]
+    pub shape_class: String,
+    /// Candidates to evaluate (distinct variants).
+    #[arg(long, default_value_t = 40)]
+    pub budget: usize,
+    /// Stop starting new candidates after this many seconds.
+    #[arg(long)]
+    pub time: Option<f64>,
+    /// Seed of the search (same seed, same candidates in the same order).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Reuse the results in the cache (else they are re-measured, and still recorded).
+    #[arg(long)]
+    pub resume: bool,
+    /// The per-config result cache (JSON lines).
+    #[arg(long)]
+    pub cache: Option<PathBuf>,
+    /// Output folder for tune_log.csv, topk.json and tuned.json.
+    #[arg(long, default_value = "artifacts/tune")]
+    pub out: PathBuf,
+    /// Also run random search with the same budget and seed (the tuner's own evaluation).
+    #[arg(long)]
+    pub compare_random: bool,
+    /// Merge the winner into the user's tuned table (see `fp8_sdpa::tuned`).
+    #[arg(long)]
+    pub install: bool,
+    /// A candidate whose short run is slower than the best by this factor is dropped.
+    #[arg(long, default_value_t = 1.15)]
+    pub prune: f64,
+    /// GPU ordinal.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+}
+
+/// The shape a class is timed on.
+fn timed_shape(class: ShapeClass, head_dim: u32) -> AttnShape {
+    let d = head_dim as usize;
+    match class {
+        ShapeClass::Decode => AttnShape::new(32, 1, 4096, 32, 8, d),
+        _ => AttnShape::new(4, 4096, 4096, 2048 / d, 2048 / d, d),
+    }
+}
+
+/// Ragged correctness shapes: (batch, seq_q, seq_kv, heads_q, heads_kv).
+const CHECK_SHAPES: [(usize, usize, usize, usize, usize); 3] = [
+    (1, 17, 1000, 8, 2),
+    (2, 128, 128, 8, 1),
+    (1, 300, 100, 2, 2),
+];
+
+struct Gpu<'a> {
+    dev: &'a Device,
+    stream: Arc<CudaStream>,
+    compiler: Compiler,
+    flusher: Flusher,
+    case: BenchCase,
+    class: ShapeClass,
+    cache: Cache,
+    read_cache: bool,
+    machine: (String, i32, String),
+    prune: f64,
+    deadline: Option<Instant>,
+    bar: ProgressBar,
+    cached_hits: usize,
+}
+
+impl Gpu<'_> {
+    fn key(&self, space: &Space, g: &Genome) -> Key {
+        let s = &self.case.shape;
+        Key {
+            variant: space.variant(g).key(),
+            precision: space.precision.name().into(),
+            head_dim: space.head_dim,
+            shape_class: self.class.name().into(),
+            shape: format!(
+                "{}x{}x{}x{}/{}",
+                s.batch, s.seq_q, s.seq_kv, s.heads_q, s.heads_kv
+            ),
+            device: self.machine.0.clone(),
+            driver: self.machine.1,
+            nvrtc: self.machine.2.clone(),
+        }
+    }
+
+    fn gates(&mut self, space: &Space, g: &Genome, best_us: Option<f64>) -> Eval {
+        let spec = space.spec(g);
+        // Gate 1: compile and the resource gates (NVRTC, no GPU).
+        match self.compiler.compile(&spec, space.arch) {
+            Err(e) => return Eval::failed(Gate::Compile, e.to_string()),
+            Ok(c) => {
+                let v = fp8_sdpa::gates::check(&c);
+                if !v.is_empty() {
+                    let why: Vec<String> = v
+                        .iter()
+                        .map(|x| format!("{}: {}", x.gate, x.detail))
+                        .collect();
+                    return Eval::failed(Gate::Compile, why.join("; "));
+                }
+            }
+        }
+        // Gate 2: the float64 reference on ragged shapes, two seeds, both layouts.
+        for (i, &(b, sq, skv, hq, hkv)) in CHECK_SHAPES.iter().enumerate() {
+            for seed in 0..2u64 {
+                let cs = CaseSpec {
+                    shape: AttnShape::new(b, sq, skv, hq, hkv, space.head_dim as usize),
+                    precision: space.precision,
+                    causal: space.causal,
+                    layout: if (i as u64 + seed).is_multiple_of(2) {
+                        Layout::Bshd
+                    } else {
+                        Layout::Bhsd
+                    },
+                    dist: Distribution::Normal,
+                    seed: 77 + seed,
+                };
+                let r = (|| -> Result<Vec<String>> {
+                    let host = HostCase::build(cs)?;
+                    let params = AttnParams::default_for(space.head_dim as usize, space.causal);
+                    let want = host.reference_dequantized(params.scale as f64)?;
+                    let mut d = DeviceCase::upload(&self.stream, &host)?;
+                    let opts = CallOptions {
+                        kernel: KernelChoice::Variant(spec.variant),
+                        check_descales: true,
+                    };
+                    let out = d.run(self.dev, &self.stream, &host, params, opts)?;
+                    let unchanged = d.inputs_unchanged(&self.stream)?;
+                    Ok(judge(space.precision, &out, &want, None, false, unchanged)?.failures)
+                })();
+                match r {
+                    Err(e) => return Eval::failed(Gate::Correctness, e.to_string()),
+                    Ok(f) if !f.is_empty() => {
+                        return Eval::failed(
+                            Gate::Correctness,
+                            format!("{:?} seed {seed}: {}", cs.shape, f.join("; ")),
+                        )
+                    }
+                    Ok(_) => {}
+                }
+            }
+        }
+        // Gate 3: a short timing run (the protocol's minimum) prunes clear losers.
+        let time = |gpu: &mut Self, iters: usize| -> std::result::Result<f64, String> {
+            let row = crate::cmd::bench::bench_one(
+                gpu.dev,
+                &gpu.stream,
+                &gpu.case,
+                gpu.case.mode,
+                spec.variant,
+                iters,
+                &mut gpu.flusher,
+            );
+            match (row.median_us(), row.correctness.as_ref().map(|c| c.passed)) {
+                (Some(us), Some(true)) => Ok(us),
+                (_, Some(false)) => Err("wrong result on the timed shape".into()),
+                _ => Err(row.status.clone()),
+            }
+        };
+        let short = match time(self, 100) {
+            Ok(us) => us,
+            Err(e) => return Eval::failed(Gate::Prune, e),
+        };
+        if let Some(b) = best_us {
+            if short > b * self.prune {
+                return Eval {
+                    gate: Gate::Prune,
+                    reason: format!(
+                        "short run {short:.1} us > {:.2} x best {b:.1} us",
+                        self.prune
+                    ),
+                    short_us: Some(short),
+                    full_us: None,
+                };
+            }
+        }
+        // Gate 4: the full run.
+        match time(self, 500) {
+            Ok(full) => Eval::timed(short, full),
+            Err(e) => Eval::failed(Gate::Timed, e),
+        }
+    }
+}
+
+impl Objective for Gpu<'_> {
+    fn evaluate(&mut self, space: &Space, g: &Genome, best_us: Option<f64>) -> Eval {
+        let key = self.key(space, g);
+        if self.read_cache {
+            if let Some(e) = self.cache.get(&key) {
+                self.cached_hits += 1;
+                self.bar.inc(1);
+                return e.clone();
+            }
+        }
+        if self.deadline.is_some_and(|d| Instant::now() > d) {
+            return Eval::failed(Gate::Compile, "not evaluated: --time ran out");
+        }
+        let e = self.gates(space, g, best_us);
+        if let Err(err) = self.cache.put(key, e.clone()) {
+            eprintln!("warning: cannot write the tune cache: {err}");
+        }
+        self.bar.inc(1);
+        if let Some(b) = best_us
+            .map(|b| b.min(e.cost()))
+            .or(Some(e.cost()).filter(|c| c.is_finite()))
+        {
+            self.bar.set_message(format!("best {b:.1} us"));
+        }
+        e
+    }
+}
+
+fn write_log(path: &PathBuf, space: &Space, o: &Outcome, search: &str) -> Result<()> {
+    let mut w = csv::Writer::from_path(path)
+        .map_err(|e| Error::InvalidInput(format!("{}: {e}", path.display())))?;
+    let err = |e: csv::Error| Error::InvalidInput(format!("{}: {e}", path.display()));
+    w.write_record([
+        "search",
+        "index",
+        "generation",
+        "layer",
+        "variant",
+        "gate",
+        "reason",
+        "short_us",
+        "full_us",
+    ])
+    .map_err(err)?;
+    for r in &o.records {
+        let f = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.3}"));
+        w.write_record([
+            search.to_string(),
+            r.index.to_string(),
+            r.generation.to_string(),
+            format!("{:?}", r.layer).to_lowercase(),
+            space.variant(&r.genome).key(),
+            format!("{:?}", r.eval.gate).to_lowercase(),
+            r.eval.reason.clone(),
+            f(r.eval.short_us),
+            f(r.eval.full_us),
+        ])
+        .map_err(err)?;
+    }
+    w.flush().map_err(Error::io(path))?;
+    Ok(())
+}
+
+/// Runs `tune`.
+pub fn run(a: Args) -> Result<ExitCode> {
+    let family: Family = a.family.parse()?;
+    let precision = Precision::ALL
+        .into_iter()
+        .find(|p| p.name() == a.precision)
+        .ok_or_else(|| Error::InvalidInput(format!("unknown precision '{}'", a.precision)))?;
+    let class = ShapeClass::parse(&a.shape_class).ok_or_else(|| {
+        Error::InvalidInput(format!(
+            "unknown shape class '{}' (prefill, causal or decode)",
+            a.shape_class
+        ))
+    })?;
+    let dev = crate::cmd::env::open_device(a.device)
+        .map_err(|e| Error::Unsupported(format!("tune times candidates on a GPU: {e}")))?;
+    let arch = dev.info().arch;
+    let causal = class == ShapeClass::Causal;
+    let space = Space::new(family, arch, precision, a.head_dim, causal).ok_or_else(|| {
+        Error::Unsupported(format!("the {} family has no tunable space", family.name()))
+    })?;
+    let valid = space.enumerate_valid().len();
+    if valid == 0 {
+        return Err(Error::Unsupported(format!(
+            "no {} variant is valid for {precision} d{} {} on {arch}",
+            family.name(),
+            a.head_dim,
+            class.name()
+        )));
+    }
+    std::fs::create_dir_all(&a.out).map_err(Error::io(&a.out))?;
+    let cache_path = a.cache.clone().unwrap_or_else(|| a.out.join("cache.jsonl"));
+    let cache = Cache::open(&cache_path, a.resume).map_err(Error::io(&cache_path))?;
+    let (maj, min) = fp8_sdpa::compile::nvrtc::version()?;
+    let stream = dev.new_stream()?;
+    let shape = timed_shape(class, a.head_dim);
+    let bar = ProgressBar::new(a.budget as u64);
+    bar.set_style(
+        ProgressStyle::with_template("tune {bar:40} {pos}/{len} candidates, {elapsed} {msg}")
+            .expect("template"),
+    );
+    eprintln!(
+        "tuning {} {precision} d{} {} on {} ({valid} valid variants; budget {}, seed {}); cache {} ({} results read, {} unreadable lines skipped)",
+        family.name(),
+        a.head_dim,
+        class.name(),
+        dev.info().name,
+        a.budget,
+        a.seed,
+        cache_path.display(),
+        cache.len(),
+        cache.skipped
+    );
+    let mut gpu = Gpu {
+        dev: &dev,
+        flusher: Flusher::new(&stream, dev.info().l2_bytes)?,
+        stream,
+        compiler: Compiler::new()?,
+        case: BenchCase {
+            suite: "tune".into(),
+            name: format!("{}_d{}", class.name(), a.head_dim),
+            shape,
+            precision,
+            causal,
+            mode: TimingMode::Hot,
+        },
+        class,
+        cache,
+        read_cache: a.resume,
+        machine: (
+            dev.info().name.clone(),
+            dev.info().driver_version,
+            format!("{maj}.{min}"),
+        ),
+        prune: a.prune,
+        deadline: a
+            .time
+            .map(|t| Instant::now() + std::time::Duration::from_secs_f64(t)),
+        bar,
+        cached_hits: 0,
+    };
+    // Gate 1 for the whole space runs on the CPU cores in the background, into the kernel
+    // cache, while the GPU times candidates; a candidate the search reaches first compiles
+    // in the foreground (the cache keeps both from repeating the work).
+    {
+        let (space, compiler) = (space.clone(), Compiler::new()?);
+        std::thread::spawn(move || {
+            use rayon::prelude::*;
+            space.enumerate_valid().par_iter().for_each(|g| {
+                let _ = compiler.compile(&space.spec(g), space.arch);
+            });
+        });
+    }
+    let start: Vec<Genome> = space.default_genome().into_iter().collect();
+    let cfg = evo::Config {
+        budget: a.budget,
+        seed: a.seed,
+        ..evo::Config::default()
+    };
+    let t0 = Instant::now();
+    let outcome = evo::search(&space, &cfg, &mut gpu, &start);
+    let tuner_s = t0.elapsed().as_secs_f64();
+    gpu.bar.finish();
+    write_log(&a.out.join("tune_log.csv"), &space, &outcome, "evo")?;
+    let mut summary = serde_json::json!({
+        "family": family.name(), "precision": precision.name(), "head_dim": a.head_dim,
+        "shape_class": class.name(), "device": dev.info().name, "seed": a.seed,
+        "budget": a.budget, "evaluations": outcome.records.len(), "cached": gpu.cached_hits,
+        "seconds": tuner_s, "valid_variants": valid,
+        "best_so_far_us": outcome.best_so_far(),
+    });
+    if a.compare_random {
+        gpu.bar = ProgressBar::new(a.budget as u64);
+        let r = evo::random_search(&space, a.budget, a.seed, &mut gpu);
+        write_log(&a.out.join("random_log.csv"), &space, &r, "random")?;
+        summary["random_best_so_far_us"] = serde_json::json!(r.best_so_far());
+    }
+    // topk.json: the timed candidates, best first.
+    let mut timed: Vec<_> = outcome
+        .records
+        .iter()
+        .filter(|r| r.eval.gate == Gate::Timed)
+        .collect();
+    timed.sort_by(|x, y| x.eval.cost().total_cmp(&y.eval.cost()));
+    let flops = crate::bench::flops::flops(&shape, causal);
+    let topk: Vec<_> = timed
+        .iter()
+        .take(5)
+        .map(|r| {
+            serde_json::json!({
+                "variant": space.variant(&r.genome).key(),
+                "median_us": r.eval.full_us,
+                "tflops": r.eval.full_us.map(|us| flops / us / 1e6),
+            })
+        })
+        .collect();
+    summary["topk"] = serde_json::json!(topk);
+    let default_key = start.first().map(|g| space.variant(g).key());
+    summary["default"] = serde_json::json!(default_key);
+    let path = a.out.join("topk.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&summary).expect("json"))
+        .map_err(Error::io(&path))?;
+    let Some(best) = outcome.best() else {
+        eprintln!(
+            "no candidate passed every gate; see {}",
+            a.out.join("tune_log.csv").display()
+        );
+        return Ok(ExitCode::FAILURE);
+    };
+    let v = space.variant(&best.genome);
+    let us = best.eval.cost();
+    let entry = TunedEntry {
+        arch: arch.name().into(),
+        precision: precision.name().into(),
+        head_dim: a.head_dim,
+        shape_class: class.name().into(),
+        variant: v.key(),
+        tflops: Some(flops / us / 1e6),
+        note: Some(format!(
+            "sdpa-lab tune, {} on {}, {} evaluations, seed {}",
+            shape_label(&shape),
+            dev.info().name,
+            outcome.records.len(),
+            a.seed
+        )),
+    };
+    let mut table = TunedTable::default();
+    table.upsert(entry.clone())?;
+    let path = a.out.join("tuned.json");
+    std::fs::write(&path, table.to_json()).map_err(Error::io(&path))?;
+    eprintln!(
+        "best: {} at {us:.1} us ({:.0} TFLOPS) after {} evaluations in {tuner_s:.0} s; the default {} ",
+        v.key(),
+        flops / us / 1e6,
+        outcome.records.len(),
+        default_key.unwrap_or_else(|| "(not in this family)".into())
+    );
+    if a.install {
+        let user = TunedTable::user_path().ok_or_else(|| {
+            Error::Unsupported(
+                "no config dir for the user's tuned table; set SDPA_TUNED_TABLE".into(),
+            )
+        })?;
+        let mut t = if user.exists() {
+            TunedTable::load(&user)?
+        } else {
+            TunedTable::default()
+        };
+        t.upsert(entry)?;
+        if let Some(dir) = user.parent() {
+            std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
+        }
+        std::fs::write(&user, t.to_json()).map_err(Error::io(&user))?;
+        eprintln!("installed into {}", user.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn shape_label(s: &AttnShape) -> String {
+    format!(
+        "B{} Sq{} Skv{} H{}/{} D{}",
+        s.batch, s.seq_q, s.seq_kv, s.heads_q, s.heads_kv, s.head_dim
+    )
+}
