@@ -54,6 +54,10 @@ enum Command {
     /// run. Writes tune_log.csv, topk.json and tuned.json (a tuned-table entry; --install
     /// merges it into the user's table, which dispatch reads). Needs a GPU.
     Tune(cmd::tune::Args),
+    /// Context-parallel attention over several GPUs (ring attention with zig-zag shards over
+    /// NCCL, one process per GPU, NVLink multicast off), checked against the single-GPU
+    /// kernel on the same inputs; reports time, scaling efficiency and bytes sent.
+    CpBench(cmd::cp_bench::Args),
     /// Offline: read an artifacts folder (bench*.json and optional check.json, verify.json,
     /// manifest.json, stages.json) and write summary.md with tables and SVG plots.
     Report(cmd::report::Args),
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
         Command::Repro(a) => cmd::repro::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Tune(a) => cmd::tune::run(a),
+        Command::CpBench(a) => cmd::cp_bench::run(a),
     };
     match result {
         Ok(code) => code,

@@ -8,3 +8,5 @@
 
 pub mod merge;
 pub mod plan;
+#[cfg(feature = "nccl")]
+pub mod ring;

@@ -44,6 +44,14 @@ pub const FP8: KernelSource = KernelSource {
     entry: "quantize_e4m3_bshd",
 };
 
+/// Context parallelism's log-sum-exp merge (`cp.cu`): entries `cp_merge` and `cp_finish`,
+/// built with `CP_OUT_T` (`half_t` or `bf16_t`).
+pub const CP: KernelSource = KernelSource {
+    name: "cp.cu",
+    text: include_str!("cp.cu"),
+    entry: "cp_merge",
+};
+
 const PORTABLE: KernelSource = KernelSource {
     name: "portable.cu",
     text: include_str!("portable.cu"),
