@@ -145,14 +145,6 @@ pub struct Variant {
     /// written before the knob existed, and then off.
     #[serde(default)]
     pub paired_rows: bool,
-    /// Cluster pair (portable, decoupled sync, sm_90a): the block is one CTA of a 2-CTA
-    /// thread-block cluster whose two CTAs own adjacent `tile_m`-row blocks of one (batch,
-    /// head); each copies and decodes half of every 8-bit K/V tile and stores the 16-bit
-    /// result into both CTAs' staging buffers (distributed shared memory), so a decode is
-    /// shared by `2 · tile_m` rows while each CTA stays small enough for two per SM. Absent in
-    /// JSON written before the knob existed, and then off.
-    #[serde(default)]
-    pub cluster_pair: bool,
     /// Persistent blocks looping over a tile queue (else one block per tile); with decoupled
     /// sync, one K/V stream per block across its work tiles.
     pub persistent: bool,
@@ -193,7 +185,6 @@ impl Variant {
             producer_warps: 0,
             half_steps: false,
             paired_rows: false,
-            cluster_pair: false,
             persistent: false,
             overlap: false,
             pingpong: false,
@@ -223,7 +214,7 @@ impl Variant {
     /// A stable, human-readable key that names this variant uniquely and parses back
     /// ([`Variant::from_str`]). Example: `portable.m64.n64.w4.s2.b2.ctlx`. Flags, in this
     /// order: `c` cp.async, `t` tensor-core P·V, `f` fragment decode, `w<n>` n producer
-    /// warps, `h` half steps, `r` paired rows, `k` cluster pair, `p` persistent, `o` overlap,
+    /// warps, `h` half steps, `r` paired rows, `p` persistent, `o` overlap,
     /// `g` ping-pong, `e` fast exp,
     /// `l` light or `d` decoupled barriers, `x` swizzle (`-` when none).
     pub fn key(&self) -> String {
@@ -245,9 +236,6 @@ impl Variant {
         }
         if self.paired_rows {
             flags.push('r');
-        }
-        if self.cluster_pair {
-            flags.push('k');
         }
         if self.persistent {
             flags.push('p');
@@ -329,30 +317,18 @@ impl Variant {
         if self.paired_rows && self.family != Family::Portable {
             return fail("paired_rows is a portable-family knob".into());
         }
-        if self.cluster_pair
-            && (self.family != Family::Portable
-                || self.sync != SyncPolicy::Decoupled
-                || self.persistent)
-        {
-            return fail(
-                "cluster_pair is a portable-family knob for decoupled sync (the peer's arrivals \
-                 count on its DONE barriers), not persistent"
-                    .into(),
-            );
-        }
         if self.fragment_decode
             && (self.family != Family::Portable
                 || !self.tc_pv
                 || !self.cp_async
                 || !self.swizzle
                 || self.warp_spec
-                || self.cluster_pair
                 || self.sync == SyncPolicy::Decoupled)
         {
             return fail(
                 "fragment_decode is a portable-family knob that reads the 8-bit ring with \
                  ldmatrix: it needs tensor-core P·V, cp_async, swizzle, and no warp \
-                 specialization, cluster pair or decoupled sync (those decode through staging)"
+                 specialization or decoupled sync (those decode through staging)"
                     .into(),
             );
         }
@@ -512,7 +488,6 @@ impl FromStr for Variant {
             producer_warps: 0,
             half_steps: false,
             paired_rows: false,
-            cluster_pair: false,
             persistent: false,
             overlap: false,
             pingpong: false,
@@ -541,7 +516,6 @@ impl FromStr for Variant {
                     }
                     'h' => v.half_steps = true,
                     'r' => v.paired_rows = true,
-                    'k' => v.cluster_pair = true,
                     'p' => v.persistent = true,
                     'o' => v.overlap = true,
                     'g' => v.pingpong = true,
@@ -626,11 +600,6 @@ impl KernelSpec {
                         computing
                     ));
                 }
-                if self.variant.cluster_pair && arch != Arch::Sm90a {
-                    return fail(format!(
-                        "cluster_pair needs thread-block clusters (sm_90a), not {arch}"
-                    ));
-                }
                 self.decoupled_fits()?;
                 if self.decode_warps() {
                     // portable.cu's DecoderChunks: a thread's chunks per tile in an even number
@@ -690,13 +659,8 @@ impl KernelSpec {
         if !self.own_chunks_fit() {
             let chunks = self.own_rows() * ch8;
             return Err(self.invalid(format!(
-                "decoupled sync deals a tile's {chunks} chunks per K or V{} evenly over {nt} \
-                 threads in row pairs; pick tile_n and warps so that {nt} divides {chunks}",
-                if v.cluster_pair {
-                    " (this CTA's half)"
-                } else {
-                    ""
-                }
+                "decoupled sync deals a tile's {chunks} chunks per K or V evenly over {nt} \
+                 threads in row pairs; pick tile_n and warps so that {nt} divides {chunks}"
             )));
         }
         Ok(())
@@ -733,15 +697,9 @@ impl KernelSpec {
             && (2 * nt / pair).is_multiple_of(8)
     }
 
-    /// K/V rows of a tile that one CTA copies and decodes (portable.cu's `OWN_BN`): half the
-    /// tile for a cluster pair, else all of it.
+    /// K/V rows of a tile that one CTA copies and decodes (portable.cu's `OWN_BN`).
     fn own_rows(&self) -> u32 {
-        let v = &self.variant;
-        if v.cluster_pair {
-            v.tile_n / 2
-        } else {
-            v.tile_n
-        }
+        self.variant.tile_n
     }
 
     /// The portable layout must fit the arch's opt-in shared memory.
@@ -784,7 +742,7 @@ impl KernelSpec {
                 let pad = if v.swizzle { 0 } else { 16 };
                 let row16 = d * 2 + pad;
                 let kv8 = self.precision.kv_is_8bit();
-                // An 8-bit ring slot holds the CTA's own rows (half the tile for a cluster pair).
+                // An 8-bit ring slot holds the CTA's own rows.
                 let kv_tile = if kv8 {
                     self.own_rows() * d
                 } else {
@@ -871,7 +829,6 @@ impl KernelSpec {
             ("SDPA_PRODUCER_WARPS".into(), v.producer_warps.to_string()),
             ("SDPA_HALF_STEPS".into(), b(v.half_steps)),
             ("SDPA_PAIRED_ROWS".into(), b(v.paired_rows)),
-            ("SDPA_CLUSTER_PAIR".into(), b(v.cluster_pair)),
             ("SDPA_PERSISTENT".into(), b(v.persistent)),
             ("SDPA_OVERLAP".into(), b(v.overlap)),
             ("SDPA_PINGPONG".into(), b(v.pingpong)),
@@ -924,7 +881,6 @@ mod tests {
                     producer_warps: producers,
                     half_steps: f[7],
                     paired_rows: f[8],
-                    cluster_pair: f[9],
                     persistent: f[3],
                     overlap: f[11],
                     pingpong: f[12],
@@ -984,9 +940,9 @@ mod tests {
         let d = s.defines();
         let names: std::collections::HashSet<_> = d.iter().map(|(n, _)| n.clone()).collect();
         assert_eq!(names.len(), d.len(), "duplicate define");
-        // 20 variant fields + head dim + causal + 4 types, and the shared-memory total the
+        // 19 variant fields + head dim + causal + 4 types, and the shared-memory total the
         // kernels check their layout against (derived, not a field).
-        assert_eq!(d.len(), 27);
+        assert_eq!(d.len(), 26);
         assert!(d.contains(&("SDPA_Q_T".into(), "e4m3_t".into())));
         assert!(d.contains(&("SDPA_O_T".into(), "bf16_t".into())));
     }

@@ -27,13 +27,12 @@ pub fn causal_batch_group(spec: &KernelSpec, shape: &AttnShape, l2_bytes: u64) -
     fit.max(batch.div_ceil(max_sections)).min(batch)
 }
 
-/// Query rows per unit of the grid's m-block axis: a block's `tile_m`, a cluster pair's two
-/// blocks' `2 · tile_m`, the reference kernel's `warps`.
+/// Query rows per unit of the grid's m-block axis: a block's `tile_m`, the reference
+/// kernel's `warps`.
 pub fn rows_per_work(spec: &KernelSpec) -> u64 {
     let v = &spec.variant;
     match v.family {
         Family::Reference => v.warps as u64,
-        _ if v.cluster_pair => 2 * v.tile_m as u64,
         _ => v.tile_m.max(1) as u64,
     }
 }
@@ -60,16 +59,9 @@ pub fn rows_per_work(spec: &KernelSpec) -> u64 {
 ///   slowest, heaviest first: `m_block = m_blocks - 1 - t / (heads_q · batch)`,
 ///   `hq = t % (heads_q · batch) % heads_q`; else `m_block = t % m_blocks`,
 ///   `hq = t / m_blocks % heads_q`, `b = t / (m_blocks · heads_q)`);
-/// - portable cluster pair: as non-persistent, with m-blocks counted in pairs of `tile_m`-row
-///   blocks and x doubled: `(2 · pairs, heads_q, batch)`, block x at m-block x; under causal
-///   `(2 · heads_q, G, ceil(batch / G) · pairs)`, block x of head `x / 2` at m-block
-///   `2 · (pairs - 1 - z % pairs) + x % 2`. The two CTAs of a cluster are x = 2i, 2i + 1.
 pub fn grid(spec: &KernelSpec, shape: &AttnShape, sm_count: u32, l2_bytes: u64) -> [u64; 3] {
     let v = &spec.variant;
-    // Cluster pairs: m_blocks counts pairs of blocks, and x holds the pair's two CTAs
-    // (x = 2 · m-block pair, or 2 · head under causal; rank = x % 2).
     let m_blocks = (shape.seq_q as u64).div_ceil(rows_per_work(spec));
-    let pair = if v.cluster_pair { 2 } else { 1 };
     if v.persistent {
         let tiles = m_blocks * shape.heads_q as u64 * shape.batch as u64;
         [
@@ -83,12 +75,12 @@ pub fn grid(spec: &KernelSpec, shape: &AttnShape, sm_count: u32, l2_bytes: u64) 
     } else if spec.causal && v.family == Family::Portable {
         let g = causal_batch_group(spec, shape, l2_bytes);
         [
-            pair * shape.heads_q as u64,
+            shape.heads_q as u64,
             g,
             (shape.batch as u64).div_ceil(g) * m_blocks,
         ]
     } else {
-        [pair * m_blocks, shape.heads_q as u64, shape.batch as u64]
+        [m_blocks, shape.heads_q as u64, shape.batch as u64]
     }
 }
 

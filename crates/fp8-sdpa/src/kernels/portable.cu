@@ -31,7 +31,6 @@
 // (heads_q, G, sections · m_blocks) in causal order within sections of G batches (run_role,
 // causal_work_at); persistent (n, 1, 1) blocks striding over tile indices (work_at). All
 // visit the heaviest m-blocks first under causal.
-// Cluster pairs (CLUSTER) double x: the pair's two CTAs are x = 2i and 2i + 1 (see run_role).
 #include "prims.cuh"
 #include "abi.cuh"
 
@@ -130,20 +129,8 @@ typedef Tile8 T8;
 constexpr int ROW16 = T16::STRIDE;
 constexpr int CH16 = D * 2 / 16;         // 16-byte chunks per 16-bit row
 constexpr int CH8 = D / 16;              // 16-byte chunks per 8-bit row (dense rows)
-// Cluster pair (sm_90, decoupled sync): two CTAs of a 2-CTA cluster own adjacent BM-row
-// blocks of one (batch, head) and share the decode of every K/V tile: CTA r copies and decodes
-// K/V rows [r·BN/2, (r + 1)·BN/2) of each tile and stores the 16-bit result into its own
-// staging buffer and, through distributed shared memory, into the peer's. So each CTA decodes
-// half of what it computes from (as a 256-row block does at 128 rows per CTA), yet the CTAs are
-// 128-row blocks that the SMs hold two at a time, one's prologue, diagonal and tail beside
-// another's loop. DONE[b] then counts both CTAs' threads: local arrivals and the peer's remote
-// ones (default CTA-scope semantics; the peer's bytes complete on it as st.async transactions).
-constexpr bool CLUSTER = SDPA_CLUSTER_PAIR != 0;
-constexpr int OWN_BN = CLUSTER ? BN / 2 : BN;  // K/V rows of a tile this CTA copies and decodes
-// An 8-bit ring slot holds this CTA's OWN_BN rows; a 16-bit one the whole tile.
+constexpr int OWN_BN = BN;  // K/V rows of a tile a CTA copies and decodes
 constexpr int KV_TILE = KV8 ? OWN_BN * D : BN * ROW16;
-// Bytes of a tile the peer stores into this CTA's staging buffer: its OWN_BN rows of K and V.
-constexpr u32 CLUSTER_TX = 2 * OWN_BN * D * 2;
 // Pipelined decode (8-bit K/V, no warp specialization, >= 2 stages, D <= 128): tile j + 1 is
 // decoded into the other of two staging buffers right after tile j's barrier, then tile j is
 // computed: one barrier per tile, and one warp's decode overlaps the others' mma. D 256 keeps
@@ -260,9 +247,8 @@ static_assert(!WS || (CP_ASYNC && (STAGES >= 2 || DECODERS) && PRODUCERS > 0),
               "warp specialization: cp.async, >= 2 stages (1 with decode warps)");
 static_assert(BAR_EMPTY + STAGES <= 16, "16 hardware barriers");
 static_assert(!PAIRED || (R == 2 && TC_PV && !STREAM), "paired rows: 32 rows per warp, tensor-core P·V, not the stream");
-static_assert(!CLUSTER || (DECOUPLED && !PERSISTENT && !WS), "cluster pair: decoupled sync, not persistent");
 static_assert(!FRAG || CN % 32 == 0, "fragment decode: K's ldmatrix x4 covers 32 keys per step");
-static_assert(!FRAG || ((D <= 128 || R == 1) && TC_PV && CP_ASYNC && SWZ && !WS && !DECOUPLED && !CLUSTER),
+static_assert(!FRAG || ((D <= 128 || R == 1) && TC_PV && CP_ASYNC && SWZ && !WS && !DECOUPLED),
               "fragment decode: D 64 or 128 (256 at 16 rows per warp), tensor-core P·V, cp.async, swizzle, light or block sync");
 static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && TC_PV),
               "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages");
@@ -341,9 +327,7 @@ __device__ __forceinline__ Work make_work(const SdpaParams& p, int mb, int hq, i
     int kv_end = p.seq_kv;
     const int off = p.seq_kv - p.seq_q;
     // Causal: the block's last real row, min(m0 + BM, seq_q) - 1, sees keys up to itself + off.
-    // A cluster pair visits the tiles of its second block's rows (the peer needs this CTA's
-    // half of each), so both CTAs run the same tiles.
-    if constexpr (CAUSAL) kv_end = min((CLUSTER ? (mb | 1) * BM : w.m0) + BM, p.seq_q) + off;
+    if constexpr (CAUSAL) kv_end = min(w.m0 + BM, p.seq_q) + off;
     w.n_tiles = kv_end > 0 ? (kv_end + BN - 1) / BN : 0;
     // Tile j is fully visible to every row of the block iff its last key is < seq_kv and
     // (causal) <= m0 + off, the first row's limit.
@@ -451,11 +435,7 @@ struct OwnChunks {
         row0 = 2 * (tid / PAIR) + half;
         ch = CH8 >= 8 ? 4 * (grp ^ half) + t : t;
     }
-    // row0 in the whole tile: a cluster pair's CTA r owns rows [r · OWN_BN, (r + 1) · OWN_BN).
-    __device__ __forceinline__ int trow0() const {
-        if constexpr (CLUSTER) return row0 + int(cluster_rank()) * OWN_BN;
-        else return row0;
-    }
+    __device__ __forceinline__ int trow0() const { return row0; }
 };
 // Chunk i of a thread (i < COUNT) is chunk tid + i·NT of the tile: in K (0) or V (1), and
 // rows shifted by a multiple of 8 from row0, so the swizzle of row0 still applies.
@@ -497,19 +477,14 @@ struct OwnDecode {
 // that it can sit inside one basic block with the softmax (every registered pipelined spec:
 // 128 or 256 threads; other counts fall back to decode_kv). Chunks [I0, I1) of each thread:
 // all of them, or (split decode) the K half [0, COUNT / 2) or the V half.
-// Cluster pair: the decoded chunks also go to the peer's staging buffer `buf`, with plain
-// remote stores (the prologue, published by a cluster barrier), or with ASYNC st.async that
-// complete their bytes on the peer's mbarrier `peer_bar` (the loop; see consume).
-template <int I0 = 0, int I1 = OwnChunks::COUNT, bool ASYNC = false>
-__device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int tid, u32 peer_bar = 0) {
+template <int I0 = 0, int I1 = OwnChunks::COUNT>
+__device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int tid) {
     if constexpr (KV8 && OwnChunks::FITS) {
         const OwnChunks oc(tid);
         const u32 src = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
         const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
         const u32 s0 = src + u32(oc.row0 * D + oc.ch * 16);
         const u32 d0 = dst + T16::off(oc.trow0(), 2 * oc.ch), d1 = dst + T16::off(oc.trow0(), 2 * oc.ch + 1);
-        // Cluster pair: the same bytes of the peer's staging buffer.
-        const u32 peer = CLUSTER ? cluster_map(smem_u32(smem), cluster_rank() ^ 1u) - smem_u32(smem) : 0u;
 #pragma unroll
         for (int i = I0; i < I1; ++i) {
             const int which = OWN_WHICH(i), drow = OWN_DROW(i);
@@ -519,13 +494,6 @@ __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int t
             const u32 o = u32(which * BN * ROW16 + drow * ROW16);
             sts16(d0 + o, a);
             sts16(d1 + o, b);
-            if constexpr (CLUSTER && ASYNC) {
-                sts16_async(peer + d0 + o, a, peer_bar);
-                sts16_async(peer + d1 + o, b, peer_bar);
-            } else if constexpr (CLUSTER) {
-                sts16_cluster(peer + d0 + o, a);
-                sts16_cluster(peer + d1 + o, b);
-            }
         }
     } else {
         // Thread counts the pairing does not fit (no registered spec): the generic loop.
@@ -1165,7 +1133,6 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     // Prologue: Q (its own cp.async group, the oldest), then the first K/V tiles (0..STAGES-1
     // with the pipelined decode, 0..STAGES-2 otherwise).
     if constexpr (PERSISTENT) consumer_sync();  // the previous work tile is done with smem
-    if constexpr (CLUSTER) cluster_arrive_relaxed();  // this CTA has started (waited for below)
     // Fragment decode loads Q through registers (qperm), after the first K/V copies are issued,
     // so that its loads' latency overlaps theirs (below; its commit group stays, empty).
     if constexpr (!FRAG) load_q<NT>(smem, p, w, tid);
@@ -1184,8 +1151,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             wait_groups<STAGES - 2>();  // Q, tiles 0 and 1 landed
             if (tid == 0) {
 #pragma unroll
-                for (int b = 0; b < STG_BUFS; ++b) mbar_init(done_bar + 8 * b, CLUSTER ? NT + CONSUMERS : NT);
-                if constexpr (CLUSTER) mbar_init_fence_cluster();  // before the peer's first arrive
+                for (int b = 0; b < STG_BUFS; ++b) mbar_init(done_bar + 8 * b, NT);
             }
         } else {
             wait_groups<STAGES - 1>();  // Q and tile 0 landed
@@ -1217,15 +1183,10 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     }
     if constexpr (DECOUPLED) {
         // Tiles 0 and 1 to staging buffers 0 and 1 (own chunks; past the last tile the
-        // decoded bytes are never read), visible to all after one barrier. A cluster pair
-        // first waits until the peer has started (its shared memory is then writable); the
-        // cluster barrier after the decode publishes both halves and the DONE barriers'
-        // initialization to both CTAs.
-        if constexpr (CLUSTER) cluster_wait();
+        // decoded bytes are never read), visible to all after one barrier.
         decode_kv_all(smem, 0, 0, tid);
         decode_kv_all(smem, 1, 1, tid);
-        if constexpr (CLUSTER) cluster_sync();
-        else consumer_sync();
+        consumer_sync();
     } else if constexpr (PIPE_DECODE) {
         if (w.n_tiles > 0) decode_kv(smem, 0, 0, tid, NT);  // visible after the loop's first barrier
     } else if constexpr (RING1) {
@@ -1243,7 +1204,6 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     }
 
     const u32 stg = smem_u32(smem + OFF_STG);
-    const u32 peer_done = CLUSTER ? cluster_map(done_bar, cluster_rank() ^ 1u) : 0u;
     for (int j = 0; j < w.n_tiles; ++j, ++it) {
         int slot;
         if constexpr (DECOUPLED) {
@@ -1357,9 +1317,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
                     // j + 2 must have landed (this thread's copies: the only ones it decodes).
                     // Waiting here rather than at the tile's top gives the copy half a tile more.
                     if constexpr (DECOUPLED) wait_groups<STAGES - 2>();
-                    // Cluster pair: the peer's copy of tile j + 2 completes on its DONE[j % 4].
-                    if constexpr (CLUSTER) decode_kv_all<0, OwnChunks::COUNT, true>(smem, nslot, nbuf, tid, peer_done + 8 * (j % STG_BUFS));
-                    else decode_kv_all(smem, nslot, nbuf, tid);
+                    decode_kv_all(smem, nslot, nbuf, tid);
                 };
                 if (skip) decode_next();
                 else if (half) compute_tile<PAIRED ? 1 : 0>(ws, ad, smem, 0, ck, cv, k0, masked, row_w, warp, lane, sl2, p, decode_next);
@@ -1372,26 +1330,13 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         if constexpr (DECODERS) mbar_arrive(dec_empty(smem, slot));  // done with staging pair `slot`
         else if constexpr (WS && !KV8) bar_arrive(BAR_EMPTY + slot, WARPS * 32);
         if constexpr (DECOUPLED) {
-            // Done with tile j. A cluster pair: one thread's arrival also expects the peer's
-            // bytes of tile j + 2, and each warp arrives once at the peer (after its reads).
-            if (CLUSTER && tid == 0) mbar_arrive_expect_tx(done_bar + 8 * (j % STG_BUFS), CLUSTER_TX);
-            else mbar_arrive(done_bar + 8 * (j % STG_BUFS));
-            if constexpr (CLUSTER) {
-                __syncwarp();
-                if (lane == 0) mbar_arrive_remote(peer_done + 8 * (j % STG_BUFS));
-            }
+            // Done with tile j.
+            mbar_arrive(done_bar + 8 * (j % STG_BUFS));
         }
         if constexpr (!WS && STAGES == 1 && !RING1) __syncthreads();  // slot 0 is refilled next
     }
     wait_groups<0>();
     write_out(ws, p, w, row_w, warp, lane, v_ds);
-    // The peer's last st.async and arrivals target this CTA's shared memory: wait for the
-    // phases not waited for in the loop (tiles n - 2 and n - 1), and neither CTA exits before
-    // both are done.
-    if constexpr (CLUSTER) {
-        for (int j = max(0, w.n_tiles - 2); j < w.n_tiles; ++j) mbar_wait(done_bar + 8 * (j % STG_BUFS), (j / STG_BUFS) & 1);
-        cluster_sync();
-    }
 }
 
 // ---- persistent decoupled sync: one K/V stream per block ----------------------------------
@@ -1684,11 +1629,9 @@ __device__ __forceinline__ void run_role(u8* smem, const SdpaParams& p) {
         // m-blocks are PAIR · unit + rank (both CTAs of a pair share b).
         Work w;
         if constexpr (CAUSAL) {
-            constexpr int PAIR = CLUSTER ? 2 : 1;
-            const int units = (m_blocks + PAIR - 1) / PAIR;
-            const int z = blockIdx.z, section = z / units, b = section * int(gridDim.y) + int(blockIdx.y);
+            const int z = blockIdx.z, section = z / m_blocks, b = section * int(gridDim.y) + int(blockIdx.y);
             if (b >= p.batch) return;
-            w = make_work(p, PAIR * (units - 1 - (z - section * units)) + int(blockIdx.x % PAIR), blockIdx.x / PAIR, b);
+            w = make_work(p, m_blocks - 1 - (z - section * m_blocks), blockIdx.x, b);
         } else {
             w = make_work(p, blockIdx.x, blockIdx.y, blockIdx.z);
         }
@@ -1704,12 +1647,7 @@ __device__ __forceinline__ void run_role(u8* smem, const SdpaParams& p) {
 
 // Each role's setmaxnreg sits inside its own branch: ptxas allocates the code after one within
 // its count only where that instruction dominates it (after a merge it takes the smaller).
-#if SDPA_CLUSTER_PAIR
-#define SDPA_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
-#else
-#define SDPA_CLUSTER_DIMS
-#endif
-extern "C" __global__ void __launch_bounds__(SDPA_WARPS * 32, SDPA_MIN_BLOCKS) SDPA_CLUSTER_DIMS
+extern "C" __global__ void __launch_bounds__(SDPA_WARPS * 32, SDPA_MIN_BLOCKS)
 sdpa_portable(const SdpaParams p) {
     extern __shared__ __align__(128) u8 smem[];
     if constexpr (DECODERS) {
