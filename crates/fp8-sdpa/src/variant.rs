@@ -127,10 +127,9 @@ pub struct Variant {
     /// in JSON written before the knob existed, and then off.
     #[serde(default)]
     pub fragment_decode: bool,
-    /// Warp specialization: `producer_warps` warps only load, the rest compute. With 8-bit
-    /// K/V and one stage they are decode warps: they load the 8-bit tiles into registers and
-    /// decode them into two 16-bit staging pairs (portable family; see
-    /// [`KernelSpec::decode_warps`]).
+    /// Warp specialization: `producer_warps` warps only load, the rest compute (hopper
+    /// family: one producer warpgroup; the portable family's producer and decode warps were
+    /// retired in round 23, issue 32).
     pub warp_spec: bool,
     /// Producer warps when `warp_spec` (0 otherwise).
     pub producer_warps: u32,
@@ -348,7 +347,14 @@ impl Variant {
                 }
             }
             Family::Portable => {
-                let consumers = self.warps - self.producer_warps;
+                let consumers = self.warps;
+                if self.warp_spec {
+                    return fail(
+                        "the portable family has no warp specialization (retired in round 23; \
+                         every warp computes): drop the 'w' flag"
+                            .into(),
+                    );
+                }
                 if !matches!(self.tile_n, 32 | 64 | 128) {
                     return fail(format!("tile_n must be 32, 64 or 128, got {}", self.tile_n));
                 }
@@ -382,15 +388,12 @@ impl Variant {
                 if self.stages > 1 && !self.cp_async {
                     return fail("a multi-stage pipeline (stages > 1) needs cp_async".into());
                 }
-                if self.warp_spec && !self.cp_async {
-                    return fail("warp specialization issues its loads with cp_async".into());
-                }
                 if self.sync == SyncPolicy::Decoupled
-                    && (!self.cp_async || !self.tc_pv || self.warp_spec || self.stages < 3)
+                    && (!self.cp_async || !self.tc_pv || self.stages < 3)
                 {
                     return fail(
-                        "decoupled sync needs cp_async, tensor-core P·V, stages >= 3 (a tile is \
-                         decoded two tiles ahead) and no warp specialization"
+                        "decoupled sync needs cp_async, tensor-core P·V and stages >= 3 (a tile \
+                         is decoded two tiles ahead)"
                             .into(),
                     );
                 }
@@ -585,7 +588,7 @@ impl KernelSpec {
             }
             Family::Hopper => self.check_smem(arch),
             Family::Portable => {
-                let computing = (self.variant.warps - self.variant.producer_warps).max(1);
+                let computing = self.variant.warps.max(1);
                 let rows_per_warp = self.variant.tile_m / (16 * computing);
                 if self.variant.fragment_decode
                     && (!self.precision.kv_is_8bit() || (self.head_dim > 128 && rows_per_warp != 1))
@@ -601,29 +604,6 @@ impl KernelSpec {
                     ));
                 }
                 self.decoupled_fits()?;
-                if self.decode_warps() {
-                    // portable.cu's DecoderChunks: a thread's chunks per tile in an even number
-                    // of batches of 4.
-                    let v = &self.variant;
-                    let per_thread = 2 * v.tile_n * (self.head_dim / 16) / (v.producer_warps * 32);
-                    if !per_thread.is_multiple_of(8) {
-                        return fail(format!(
-                            "decode warps load and decode a thread's 16-byte chunks in pairs of \
-                             batches of 4, but each of the {} producer threads owns {per_thread} \
-                             per tile; use more keys per tile (tile_n) or fewer producer warps",
-                            v.producer_warps * 32
-                        ));
-                    }
-                }
-                if self.variant.warp_spec && self.variant.stages < 2 && !self.decode_warps() {
-                    return fail(
-                        "warp specialization needs stages >= 2 (producers fill one slot while \
-                         consumers read another), except as decode warps: 8-bit K/V, one \
-                         stage, and tile chunks that deal evenly over the producer threads in \
-                         row pairs (2 x head_dim / 16 chunks each), which stage K/V in registers"
-                            .into(),
-                    );
-                }
                 self.check_smem(arch)
             }
             _ => Ok(()),
@@ -673,18 +653,6 @@ impl KernelSpec {
         self.chunks_fit_over(self.variant.threads())
     }
 
-    /// Decode warps (portable.cu's `DECODERS`): 8-bit K/V with warp specialization and one
-    /// stage, where the tile's chunks deal evenly over the producer threads, which then load
-    /// them into registers and decode them into two 16-bit staging pairs (no 8-bit ring).
-    pub fn decode_warps(&self) -> bool {
-        let v = &self.variant;
-        v.family == Family::Portable
-            && v.warp_spec
-            && v.stages == 1
-            && self.precision.kv_is_8bit()
-            && self.chunks_fit_over(v.producer_warps * 32)
-    }
-
     /// portable.cu's `own_fits(nt)`: a tile's 8-bit chunks deal evenly over `nt` threads in
     /// pairs of rows whose shifts keep the swizzle.
     fn chunks_fit_over(&self, nt: u32) -> bool {
@@ -732,12 +700,11 @@ impl KernelSpec {
                 // portable.cu's layout: Q tile (16-bit); `stages` K and V tiles in the K/V
                 // storage type (16-bit rows padded by 16 bytes unless swizzled, 8-bit rows
                 // dense); for 8-bit K/V the 16-bit K and V staging tiles they are decoded
-                // into (two pairs with the pipelined decode: no warp specialization,
-                // stages >= 2, head dim <= 128; four under decoupled sync; two with the split
-                // decode's ring of one: head dim 256, cp.async, one stage, tensor-core P·V, no
-                // half steps, chunks that deal evenly over the threads; two with decode
-                // warps); for the scalar P·V baseline an fp32 P tile of tile_n + 4 columns;
-                // decoupled sync's and decode warps' mbarriers.
+                // into (two pairs with the pipelined decode: stages >= 2, head dim <= 128; four
+                // under decoupled sync; two with the split decode's ring of one: head dim 256,
+                // cp.async, one stage, tensor-core P·V, no half steps, chunks that deal evenly
+                // over the threads); for the scalar P·V baseline an fp32 P tile of tile_n + 4
+                // columns; decoupled sync's mbarriers.
                 // Persistent decoupled sync keeps two Q tiles unless Q sits in registers.
                 let pad = if v.swizzle { 0 } else { 16 };
                 let row16 = d * 2 + pad;
@@ -750,18 +717,16 @@ impl KernelSpec {
                 };
                 // Fragment decode reads the 8-bit ring directly: no staging.
                 let staged = kv8 && !v.fragment_decode;
-                let pipe_decode = staged && !v.warp_spec && v.stages >= 2 && d <= 128;
+                let pipe_decode = staged && v.stages >= 2 && d <= 128;
                 let ring1 = staged
                     && d == 256
-                    && !v.warp_spec
                     && v.stages == 1
                     && v.cp_async
                     && v.tc_pv
                     && !v.half_steps
                     && self.own_chunks_fit();
                 let decoupled = v.sync == SyncPolicy::Decoupled;
-                let decoders = self.decode_warps();
-                let staging_bufs = match (staged, pipe_decode || ring1 || decoders, decoupled) {
+                let staging_bufs = match (staged, pipe_decode || ring1, decoupled) {
                     (false, _, _) => 0,
                     (true, false, _) => 1,
                     (true, true, false) => 2,
@@ -774,26 +739,18 @@ impl KernelSpec {
                     v.tile_m * (v.tile_n + 4) * 4
                 };
                 // Decoupled sync: one 8-byte mbarrier per staging buffer.
-                // Decode warps: FULL and EMPTY per staging pair.
-                let mbarriers = if decoupled {
-                    8 * staging_bufs
-                } else if decoders {
-                    16 * staging_bufs
-                } else {
-                    0
-                };
+                let mbarriers = if decoupled { 8 * staging_bufs } else { 0 };
                 // Persistent decoupled sync double-buffers Q (the next work tile's is copied
                 // while the current one runs), except where Q sits in registers: 16 rows per
                 // computing warp up to D128, and D64 (portable.cu's Q_IN_REGS).
-                let rows_per_warp = v.tile_m / v.warps.saturating_sub(v.producer_warps).max(1);
+                let rows_per_warp = v.tile_m / v.warps.max(1);
                 let q_in_regs = (rows_per_warp == 16 && d <= 128) || d == 64;
                 let q_bufs = if decoupled && v.persistent && !q_in_regs {
                     2
                 } else {
                     1
                 };
-                // Decode warps hold 8-bit K/V in registers: no ring.
-                let ring_slots = if decoders { 0 } else { v.stages };
+                let ring_slots = v.stages;
                 // Fragment decode with a bf16 Q: one fp32 row factor per Q row (portable.cu's
                 // ROWSC: Q is stored as f16 at a power of two per row).
                 let row_scales = if v.fragment_decode && kv8 && self.precision.q() == DType::Bf16 {
@@ -1029,32 +986,15 @@ mod tests {
     }
 
     #[test]
-    fn decode_warps_need_8bit_kv_one_stage_and_even_batches() {
-        let reason = |r: Result<()>| r.unwrap_err().to_string();
-        let spec = |key: &str, p: Precision, head_dim: u32| spec_of(key, p, head_dim, false);
-        // The Hopper D256 E4M3 default: 16 chunks per producer thread, no 8-bit ring.
-        let d256 = spec(
+    fn the_portable_family_has_no_warp_specialization() {
+        for key in [
             "portable.m128.n64.w12.s1.b1.ctw4elx",
-            Precision::Fp8KvF16,
-            256,
-        );
-        assert!(d256.decode_warps());
-        d256.validate(Arch::Sm90a).unwrap();
-        assert_eq!(
-            d256.dynamic_smem_bytes(),
-            128 * 512 + 2 * 2 * 64 * 512 + 4 * 8
-        );
-        // 16-bit K/V has nothing to decode: one stage is then an error.
-        let f16 = spec("portable.m128.n64.w12.s1.b1.ctw4elx", Precision::F16, 256);
-        assert!(!f16.decode_warps());
-        assert!(reason(f16.validate(Arch::Sm90a)).contains("stages >= 2"));
-        // D64: 4 chunks per producer thread, not two batches of 4.
-        let d64 = spec(
-            "portable.m128.n64.w12.s1.b1.ctw4elx",
-            Precision::Fp8KvF16,
-            64,
-        );
-        assert!(reason(d64.validate(Arch::Sm90a)).contains("batches of 4"));
+            "portable.m64.n64.w6.s2.b1.ctw2pelx",
+        ] {
+            let v: Variant = key.parse().unwrap();
+            let e = v.validate().unwrap_err().to_string();
+            assert!(e.contains("no warp specialization"), "{key}: {e}");
+        }
     }
 
     #[test]

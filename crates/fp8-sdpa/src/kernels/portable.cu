@@ -61,10 +61,8 @@ constexpr int BN = SDPA_TILE_N;
 constexpr bool HALF_STEPS = SDPA_HALF_STEPS != 0;
 constexpr int CN = HALF_STEPS ? BN / 2 : BN;
 constexpr int WARPS = SDPA_WARPS;
-constexpr bool WS = SDPA_WARP_SPEC != 0;
-constexpr int PRODUCERS = WS ? SDPA_PRODUCER_WARPS : 0;
-constexpr int CONSUMERS = WARPS - PRODUCERS;
-constexpr int R = BM / (16 * CONSUMERS);  // m16 fragments per computing warp
+constexpr int CONSUMERS = WARPS;  // every warp computes
+constexpr int R = BM / (16 * CONSUMERS);  // m16 fragments per warp
 constexpr int STAGES = SDPA_STAGES;
 constexpr bool CP_ASYNC = SDPA_CP_ASYNC != 0;
 constexpr bool TC_PV = SDPA_TC_PV != 0;
@@ -131,25 +129,18 @@ constexpr int CH16 = D * 2 / 16;         // 16-byte chunks per 16-bit row
 constexpr int CH8 = D / 16;              // 16-byte chunks per 8-bit row (dense rows)
 constexpr int OWN_BN = BN;  // K/V rows of a tile a CTA copies and decodes
 constexpr int KV_TILE = KV8 ? OWN_BN * D : BN * ROW16;
-// Pipelined decode (8-bit K/V, no warp specialization, >= 2 stages, D <= 128): tile j + 1 is
+// Pipelined decode (8-bit K/V, >= 2 stages, D <= 128): tile j + 1 is
 // decoded into the other of two staging buffers right after tile j's barrier, then tile j is
 // computed: one barrier per tile, and one warp's decode overlaps the others' mma. D 256 keeps
 // one staging buffer (two would not fit sm_86/89's 99 KB at m64) and the two-barrier path.
-constexpr bool PIPE_DECODE = STAGED && !WS && STAGES >= 2 && D <= 128;
+constexpr bool PIPE_DECODE = STAGED && STAGES >= 2 && D <= 128;
 // Whether a K/V tile's 16-byte 8-bit chunks deal evenly over nt threads in row pairs (see
 // OwnChunks), so that each thread can copy and decode its own chunks.
 constexpr bool own_fits(int nt) {
     return nt > 0 && (OWN_BN * CH8) % nt == 0 && nt % (2 * CH8) == 0 && (2 * nt / (2 * CH8)) % 8 == 0;
 }
-// Decode warps (8-bit K/V, warp specialization with one stage, where the producers' threads
-// can own the chunks): the producer warps load the 8-bit tiles into registers AND decode them
-// into two 16-bit staging pairs, handed over with FULL/EMPTY mbarriers, so the consumers
-// run the 16-bit loop with no decode instruction and no block barrier of their own. On sm_90a
-// the producer warpgroup gives registers to the consumers (REG_SPLIT). (With >= 2 stages, warp
-// specialization with 8-bit K/V keeps the producers' 8-bit ring and the consumers' decode.)
-constexpr bool DECODERS = STAGED && WS && STAGES == 1 && own_fits(PRODUCERS * 32);
-// The threads that own chunks: producers under DECODERS, else the computing threads.
-constexpr int OWN_NT = (DECODERS ? PRODUCERS : CONSUMERS) * 32, OWN_PER_KV = OWN_BN * CH8, OWN_PAIR = 2 * CH8;
+// The threads that own chunks: all of them.
+constexpr int OWN_NT = CONSUMERS * 32, OWN_PER_KV = OWN_BN * CH8, OWN_PAIR = 2 * CH8;
 constexpr bool OWN_FITS = own_fits(OWN_NT);
 // Split decode (8-bit K/V where the pipelined decode does not fit: D 256). K and V halves
 // are decoded in different phases of a tile by the threads that copied the chunks (as under
@@ -164,13 +155,13 @@ constexpr bool OWN_FITS = own_fits(OWN_NT);
 //   per tile, and each half's copy has a whole tile to land. That is 224 KB (Q 64, staging
 //   128, ring 32), where two pairs beside a 2-deep ring (256 KB) do not fit. (Below D 256 the
 //   pipelined decode does this job; one stage there keeps the serial path.)
-constexpr bool SPLIT_BASE = STAGED && !WS && !PIPE_DECODE && CP_ASYNC && TC_PV && !HALF_STEPS && OWN_FITS;
+constexpr bool SPLIT_BASE = STAGED && !PIPE_DECODE && CP_ASYNC && TC_PV && !HALF_STEPS && OWN_FITS;
 constexpr bool RING1 = SPLIT_BASE && STAGES == 1 && D == 256;
 constexpr bool SPLIT_DECODE = SPLIT_BASE && (STAGES >= 2 || RING1);
 // Decoupled sync decodes tile j + 2 during tile j into one of four staging buffers, so that a
 // warp may run up to one tile ahead of the slowest (see consume).
 constexpr int AHEAD = DECOUPLED ? 2 : 1;
-constexpr int STG_BUFS = STAGED ? (DECOUPLED ? 4 : (PIPE_DECODE || RING1 || DECODERS) ? 2 : 1) : 0;
+constexpr int STG_BUFS = STAGED ? (DECOUPLED ? 4 : (PIPE_DECODE || RING1) ? 2 : 1) : 0;
 constexpr int STG_BYTES = 2 * BN * ROW16;  // one 16-bit K and V staging pair
 // Bytes per key row of the K/V tiles the loop computes from: 8-bit ring rows under fragment
 // decode, else 16-bit rows (the ring's, or staging's).
@@ -182,34 +173,15 @@ constexpr int Q_BUFS = STREAM && !Q_IN_REGS ? 2 : 1;
 constexpr int Q_BYTES = BM * ROW16;
 constexpr int OFF_Q = 0;                                       // Q_BUFS x Q
 constexpr int OFF_KV = OFF_Q + Q_BUFS * Q_BYTES;               // STAGES x {K, V}
-// Decode warps stage 8-bit K/V in registers: no ring (STAGES is 1 there).
-constexpr int RING_SLOTS = DECODERS ? 0 : STAGES;
-constexpr int OFF_STG = OFF_KV + RING_SLOTS * 2 * KV_TILE;     // 16-bit K, V (8-bit inputs)
+constexpr int OFF_STG = OFF_KV + STAGES * 2 * KV_TILE;     // 16-bit K, V (8-bit inputs)
 constexpr int OFF_P = OFF_STG + STG_BUFS * STG_BYTES;           // scalar P·V only
-constexpr int OFF_MBAR = OFF_P + (TC_PV ? 0 : BM * P_ROW * 4);  // decoupled: DONE[buffer]; decode warps: FULL, EMPTY
-constexpr int OFF_QSC = OFF_MBAR + (DECOUPLED ? 8 * STG_BUFS : DECODERS ? 16 * STG_BUFS : 0);  // ROWSC: 2^-k per Q row
+constexpr int OFF_MBAR = OFF_P + (TC_PV ? 0 : BM * P_ROW * 4);  // decoupled: DONE[buffer]
+constexpr int OFF_QSC = OFF_MBAR + (DECOUPLED ? 8 * STG_BUFS : 0);  // ROWSC: 2^-k per Q row
 constexpr int SMEM = OFF_QSC + (ROWSC ? 4 * BM : 0);
 static_assert(SMEM == SDPA_SMEM_BYTES, "shared-memory layout differs from KernelSpec::dynamic_smem_bytes()");
 
-// Named barrier ids (0 is __syncthreads): consumers only (warp specialization) or the split
-// decode's second barrier (none); FULL[s]; EMPTY[s], per ring slot. (Decode warps hand their
-// staging pairs over with mbarriers instead, see dec_full.)
-constexpr int BAR_CONSUMERS = 1, BAR_SPLIT = 1, BAR_FULL = 2, BAR_EMPTY = 2 + STAGES;
-
-// Decode warps on sm_90a: the launch bound gives every thread LAUNCH_REGS (168 at 12 warps,
-// too few for D256's 128 O accumulators); the producer warpgroup drops to PROD_REGS and the
-// consumers take what that frees (setmaxnreg; never more than the block's pool holds, or the
-// inc would wait forever). 72 / 216 at 12 warps: the producers hold two batches of DEC_BATCH
-// 16-byte chunks in flight (32 registers) plus their addresses, and spilled at 56 and 64 with
-// f16 (ptxas, round 11); the consumers' 16-bit loop fits 216 without a spill.
-constexpr int LAUNCH_REGS_RAW = 65536 / (WARPS * 32 * SDPA_MIN_BLOCKS);
-constexpr int LAUNCH_REGS = LAUNCH_REGS_RAW >= 255 ? 255 : LAUNCH_REGS_RAW / 8 * 8;
-constexpr int PROD_REGS = 72;
-constexpr int DEC_BATCH = 4;
-constexpr int CONS_REGS_POOL = (LAUNCH_REGS * WARPS - PROD_REGS * PRODUCERS) / CONSUMERS / 8 * 8;
-constexpr int CONS_REGS = CONS_REGS_POOL > 240 ? 240 : CONS_REGS_POOL;
-constexpr bool REG_SPLIT = DECODERS && SDPA_HAS_SETMAXNREG && PRODUCERS % 4 == 0 && CONSUMERS % 4 == 0 &&
-                           LAUNCH_REGS < CONS_REGS;
+// Named barrier id of the split decode's second barrier (0 is __syncthreads).
+constexpr int BAR_SPLIT = 1;
 
 // Threshold rescale: the running row max (log2 units) moves only when a tile's max exceeds
 // it by more than this, so P stays <= 2^8.
@@ -243,24 +215,14 @@ static_assert(BM == 16 * R * CONSUMERS, "tile_m = 16 * R * computing warps");
 static_assert(BN % 16 == 0 && BN <= 128, "tile_n 32, 64 or 128");
 static_assert(STAGES >= 1 && STAGES <= 4, "1..4 stages");
 static_assert(CP_ASYNC || STAGES == 1, "a multi-stage ring needs cp.async");
-static_assert(!WS || (CP_ASYNC && (STAGES >= 2 || DECODERS) && PRODUCERS > 0),
-              "warp specialization: cp.async, >= 2 stages (1 with decode warps)");
-static_assert(BAR_EMPTY + STAGES <= 16, "16 hardware barriers");
 static_assert(!PAIRED || (R == 2 && TC_PV && !STREAM), "paired rows: 32 rows per warp, tensor-core P·V, not the stream");
 static_assert(!FRAG || CN % 32 == 0, "fragment decode: K's ldmatrix x4 covers 32 keys per step");
-static_assert(!FRAG || ((D <= 128 || R == 1) && TC_PV && CP_ASYNC && SWZ && !WS && !DECOUPLED),
+static_assert(!FRAG || ((D <= 128 || R == 1) && TC_PV && CP_ASYNC && SWZ && !DECOUPLED),
               "fragment decode: D 64 or 128 (256 at 16 rows per warp), tensor-core P·V, cp.async, swizzle, light or block sync");
 static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && TC_PV),
               "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages");
 }  // namespace cfg
 using namespace cfg;
-
-// Decode warps' hand-over (mbarriers, so that compute-sanitizer's racecheck follows it; named
-// barriers with bar.arrive it reports as races): FULL[b] completes when every producer thread
-// has stored its chunks of the tile in staging pair b, EMPTY[b] when every consumer thread has
-// finished reading it.
-__device__ __forceinline__ u32 dec_full(u8* smem, int b) { return smem_u32(smem + OFF_MBAR) + 8 * b; }
-__device__ __forceinline__ u32 dec_empty(u8* smem, int b) { return smem_u32(smem + OFF_MBAR) + 8 * (STG_BUFS + b); }
 
 // Block-local first row of fragment mi of computing warp `warp`.
 __device__ __forceinline__ int frag_row(int warp, int mi) {
@@ -279,11 +241,8 @@ __device__ __forceinline__ float ex2(float x) {
     else return exp2f(x);
 }
 
-// All computing threads of the block (all threads without warp specialization).
-__device__ __forceinline__ void consumer_sync() {
-    if constexpr (WS) bar_sync(BAR_CONSUMERS, CONSUMERS * 32);
-    else __syncthreads();
-}
+// All threads of the block.
+__device__ __forceinline__ void consumer_sync() { __syncthreads(); }
 // The Block policy's extra barrier between steps (none under Light).
 __device__ __forceinline__ void step_sync() {
     if constexpr (!LIGHT) consumer_sync();
@@ -1164,7 +1123,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             commit();
         }
         wait_groups<STAGES - 1>();  // Q and tile 0 landed
-    } else if constexpr (!WS) {
+    } else {
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
             if (s < w.n_tiles) load_kv<NT>(smem, p, w, s, s, tid);
@@ -1172,8 +1131,6 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         }
         if constexpr (FRAG) load_q<NT>(smem, p, w, tid);
         wait_groups<STAGES - 1>();  // Q landed
-    } else {
-        wait_groups<0>();
     }
     consumer_sync();
     ws.load_row_scales(smem, sl2, warp, lane);
@@ -1229,14 +1186,6 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             if (j + STAGES < w.n_tiles) load_kv<NT>(smem, p, w, j + STAGES, j % STAGES, tid);
             commit();
             slot = j % STAGES;
-        } else if constexpr (DECODERS) {
-            // Staging pair `slot` holds tile it, decoded (the FULL[slot] phase of use it / 2).
-            slot = it % STG_BUFS;
-            mbar_wait(dec_full(smem, slot), (it / STG_BUFS) & 1);
-        } else if constexpr (WS) {
-            // The producers' tile landed; the consumers all finished the previous tile.
-            slot = it % STAGES;
-            bar_sync(BAR_FULL + slot, WARPS * 32);
         } else {
             slot = j % STAGES;
             if constexpr (SPLIT_DECODE) {
@@ -1264,13 +1213,9 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         } else if constexpr (SPLIT_DECODE) {
             sk = stg + (RING1 ? (j % 2) * STG_BYTES : 0);
             sv = sk + BN * ROW16;
-        } else if constexpr (DECODERS) {
-            sk = stg + slot * STG_BYTES;
-            sv = sk + BN * ROW16;
         } else if constexpr (STAGED) {
             decode_kv(smem, slot, 0, tid, NT);
             consumer_sync();
-            if constexpr (WS) bar_arrive(BAR_EMPTY + slot, WARPS * 32);  // 8-bit slot free
             sk = stg;
             sv = stg + BN * ROW16;
         } else {
@@ -1327,13 +1272,11 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
                 else compute_tile(ws, ad, smem, 0, ck, cv, k0, masked, row_w, warp, lane, sl2, p);
             }
         }
-        if constexpr (DECODERS) mbar_arrive(dec_empty(smem, slot));  // done with staging pair `slot`
-        else if constexpr (WS && !KV8) bar_arrive(BAR_EMPTY + slot, WARPS * 32);
         if constexpr (DECOUPLED) {
             // Done with tile j.
             mbar_arrive(done_bar + 8 * (j % STG_BUFS));
         }
-        if constexpr (!WS && STAGES == 1 && !RING1) __syncthreads();  // slot 0 is refilled next
+        if constexpr (STAGES == 1 && !RING1) __syncthreads();  // slot 0 is refilled next
     }
     wait_groups<0>();
     write_out(ws, p, w, row_w, warp, lane, v_ds);
@@ -1521,112 +1464,20 @@ __device__ __forceinline__ void consume_stream(u8* smem, const SdpaParams& p) {
     }
 }
 
-// The decode warps' side of one work tile (DECODERS). Each producer thread loads its own
-// 16-byte chunks of the 8-bit K/V tiles from global memory into registers, decodes them and
-// stores them into staging pair it % 2 once EMPTY says the consumers finished the tile that
-// pair held (tile it - 2); FULL then hands the pair over. The 8-bit tiles never touch shared
-// memory: shared traffic is then the 16-bit kernel's (its cp.async writes become these
-// stores), where staging the 8-bit tile there costs an extra write and read of it per tile.
-// Loads run one batch of DEC_BATCH chunks ahead of the decode (across tiles too), so a batch's
-// global latency overlaps the previous batch's decode and the wait for EMPTY.
-static_assert(!DECODERS || (OwnChunks::COUNT % DEC_BATCH == 0 && (OwnChunks::COUNT / DEC_BATCH) % 2 == 0),
-              "decode warps: batches divide a thread's chunks, an even number of them per tile");
-struct DecoderChunks {
-    static constexpr int BATCHES = OwnChunks::COUNT / DEC_BATCH;  // per tile
-    typedef u32x4 Batch[DEC_BATCH];
-    const OwnChunks oc;
-    u32 stg0, stg1;  // this thread's two 16-bit outputs of its first chunk, staging pair 0
-    __device__ __forceinline__ DecoderChunks(u8* smem, int ptid) : oc(ptid) {
-        stg0 = smem_u32(smem + OFF_STG) + T16::off(oc.row0, 2 * oc.ch);
-        stg1 = smem_u32(smem + OFF_STG) + T16::off(oc.row0, 2 * oc.ch + 1);
-    }
-    // Batch `bi` of this thread's chunks of tile j; rows past seq_kv read as zero bytes, as
-    // cp.async's zero-fill gives the other paths.
-    __device__ __forceinline__ void load(const SdpaParams& p, const Work& w, int j, int bi, Batch& in) const {
-#pragma unroll
-        for (int u = 0; u < DEC_BATCH; ++u) {
-            const int i = bi * DEC_BATCH + u, which = OWN_WHICH(i);
-            const int row = j * BN + oc.row0 + OWN_DROW(i);
-            in[u] = u32x4{0u, 0u, 0u, 0u};
-            if (row < p.seq_kv)
-                in[u] = ldg16((which ? w.v + (long long)row * w.vs : w.k + (long long)row * w.ks) + oc.ch * 16);
-        }
-    }
-    // Decode batch `bi` into staging pair `buf`.
-    __device__ __forceinline__ void store(int buf, int bi, const Batch& in) const {
-#pragma unroll
-        for (int u = 0; u < DEC_BATCH; ++u) store_own_chunk(stg0, stg1, u32(buf * STG_BYTES), bi * DEC_BATCH + u, in[u]);
-    }
-};
-
-__device__ __forceinline__ void produce_decode(u8* smem, const SdpaParams& p, const Work& w, int& it) {
-    if constexpr (DECODERS) {
-        constexpr int NB = DecoderChunks::BATCHES;
-        const DecoderChunks dc(smem, threadIdx.x - CONSUMERS * 32);
-        DecoderChunks::Batch in[2];  // ping-pong: batch q of a tile sits in in[q % 2]
-        if (w.n_tiles > 0) dc.load(p, w, 0, 0, in[0]);
-#pragma unroll 1
-        for (int j = 0; j < w.n_tiles; ++j, ++it) {
-            const int buf = it % STG_BUFS;
-#pragma unroll
-            for (int bi = 0; bi < NB; ++bi) {
-                // The next batch: of this tile, or the first of the next (NB even keeps the
-                // ping-pong static across tiles).
-                if (bi + 1 < NB) dc.load(p, w, j, bi + 1, in[(bi + 1) % 2]);
-                else if (j + 1 < w.n_tiles) dc.load(p, w, j + 1, 0, in[0]);
-                // Every consumer finished tile it - 2 (EMPTY[buf]'s phase of use it / 2 - 1).
-                if (bi == 0 && it >= STG_BUFS) mbar_wait(dec_empty(smem, buf), ((it / STG_BUFS) - 1) & 1);
-                dc.store(buf, bi, in[bi % 2]);
-            }
-            mbar_arrive(dec_full(smem, buf));
-        }
-    }
-}
-
-// The producer warps' side of one work tile: keep up to STAGES - 1 tiles in flight, signal
-// FULL[slot] once a tile's copies completed, wait EMPTY[slot] before reusing a slot. (Decode
-// warps: produce_decode.)
-__device__ __forceinline__ void produce(u8* smem, const SdpaParams& p, const Work& w, int& it) {
-    if constexpr (DECODERS) {
-        produce_decode(smem, p, w, it);
-    } else if constexpr (WS) {
-        const int ptid = threadIdx.x - CONSUMERS * 32;
-        constexpr int NP = PRODUCERS * 32;
-        int sig = it;  // next tile index to signal FULL for
-        for (int j = 0; j < w.n_tiles; ++j, ++it) {
-            const int slot = it % STAGES;
-            if (it >= STAGES) bar_sync(BAR_EMPTY + slot, WARPS * 32);  // tile it - S consumed
-            load_kv<NP>(smem, p, w, j, slot, ptid);
-            commit();
-            if (it + 1 - sig == STAGES - 1) {  // STAGES - 1 groups pending: retire the oldest
-                wait_groups<STAGES - 2>();
-                bar_arrive(BAR_FULL + sig % STAGES, WARPS * 32);
-                ++sig;
-            }
-        }
-        wait_groups<0>();  // the work tile's last tiles: no lag across work tiles
-        for (; sig < it; ++sig) bar_arrive(BAR_FULL + sig % STAGES, WARPS * 32);
-    }
-}
-
-// One role's work tiles: the producer warps' (PRODUCER) or the computing warps'.
-template <bool PRODUCER>
-__device__ __forceinline__ void run_role(u8* smem, const SdpaParams& p) {
+// The block's work tiles.
+__device__ __forceinline__ void run_blocks(u8* smem, const SdpaParams& p) {
     const int m_blocks = (p.seq_q + BM - 1) / BM;
     int it = 0;  // KV tiles consumed so far by this block: ring slot and barrier phase
     if constexpr (PERSISTENT) {
         const int tiles = m_blocks * p.heads_q * p.batch;
         for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
             const Work w = work_at(p, t, m_blocks);
-            if constexpr (PRODUCER) produce(smem, p, w, it);
-            else consume(smem, p, w, it);
+            consume(smem, p, w, it);
         }
     } else {
         // Causal: grid (heads_q, G, sections · m_blocks) over sections of G batches (the last
         // one ragged): section blockIdx.z / m_blocks, its m-blocks heaviest first, and heads
         // and batches fastest (see causal_work_at and geometry.rs).
-        // Cluster pairs count z in pairs of m-blocks, and x = PAIR · head + rank; the pair's
-        // m-blocks are PAIR · unit + rank (both CTAs of a pair share b).
         Work w;
         if constexpr (CAUSAL) {
             const int z = blockIdx.z, section = z / m_blocks, b = section * int(gridDim.y) + int(blockIdx.y);
@@ -1635,36 +1486,13 @@ __device__ __forceinline__ void run_role(u8* smem, const SdpaParams& p) {
         } else {
             w = make_work(p, blockIdx.x, blockIdx.y, blockIdx.z);
         }
-        if constexpr (PRODUCER) produce(smem, p, w, it);
-        else consume(smem, p, w, it);
-    }
-    if constexpr (PRODUCER && !DECODERS) {
-        // Producers absorb the consumers' last EMPTY arrivals, so no barrier is left
-        // half-arrived when the block exits.
-        for (int x = max(0, it - STAGES); x < it; ++x) bar_sync(BAR_EMPTY + x % STAGES, WARPS * 32);
+        consume(smem, p, w, it);
     }
 }
 
-// Each role's setmaxnreg sits inside its own branch: ptxas allocates the code after one within
-// its count only where that instruction dominates it (after a merge it takes the smaller).
 extern "C" __global__ void __launch_bounds__(SDPA_WARPS * 32, SDPA_MIN_BLOCKS)
 sdpa_portable(const SdpaParams p) {
     extern __shared__ __align__(128) u8 smem[];
-    if constexpr (DECODERS) {
-        if (threadIdx.x == 0)
-            for (int b = 0; b < STG_BUFS; ++b) {
-                mbar_init(dec_full(smem, b), PRODUCERS * 32);
-                mbar_init(dec_empty(smem, b), CONSUMERS * 32);
-            }
-        __syncthreads();  // the barriers' initialization, visible to every thread
-    }
-    if constexpr (STREAM) {
-        consume_stream(smem, p);
-    } else if (WS && threadIdx.x >= CONSUMERS * 32) {
-        if constexpr (REG_SPLIT) setmaxnreg_dec<PROD_REGS>();
-        run_role<true>(smem, p);
-    } else {
-        if constexpr (REG_SPLIT) setmaxnreg_inc<CONS_REGS>();
-        run_role<false>(smem, p);
-    }
+    if constexpr (STREAM) consume_stream(smem, p);
+    else run_blocks(smem, p);
 }

@@ -83,9 +83,6 @@ const KV8_STREAM_D64_SMALL: &str = "portable.m128.n64.w4.s3.b2.ctpedx";
 /// Round 10, 8-bit K/V at D256 on Hopper: FA2's D256 tile with the split decode's ring of one
 /// (a single 8-bit slot, two staging pairs, one barrier per tile; 224 KB).
 const KV8_D256: &str = "portable.m128.n64.w8.s1.b1.ctelx";
-/// Round 11, 8-bit K/V at D256 on Hopper: decode warps (8 consumer warps + a producer
-/// warpgroup that copies and decodes, registers moved to the consumers with setmaxnreg).
-const KV8_D256_DECODERS: &str = "portable.m128.n64.w12.s1.b1.ctw4elx";
 
 /// Round 18, Hopper 8-bit K/V causal up to S 2k (the seeds' u8 code at D128: up to S 512,
 /// round 19): fragment decode on the 16-bit defaults' tiles (two 128-row blocks per SM, no
@@ -133,9 +130,6 @@ fn d128_kv8(p: Precision, d: u32) -> bool {
 }
 fn d256_kv8(p: Precision, d: u32) -> bool {
     d == 256 && p.kv_is_8bit()
-}
-fn d256_e4m3_kv(p: Precision, d: u32) -> bool {
-    d == 256 && p.kv_is_8bit() && p != Precision::SimFp8
 }
 fn d128_16bit(p: Precision, d: u32) -> bool {
     d == 128 && matches!(p, Precision::F16 | Precision::Bf16)
@@ -290,7 +284,7 @@ fn portable_default(arch: Arch, precision: Precision, head_dim: u32, causal: boo
         // S 512 285.5 / 280.6 against 260.5 / 259.7, S 1k 317.5 / 315.0 against 296.8 / 297.5,
         // S 4k 343.0 / 342.2 against 332.7 / 335.2, S 16k 353.5 / 352.6 against 345.9 / 345.9;
         // causal S 512 210.6 / 202.4 against 202.4 / 203.5, S 1k 272.3 / 263.5 against 257.8 /
-        // 257.9. Round 11's decode warps (`KV8_D256_DECODERS`) stay registered. The seeds' u8
+        // 257.9. Round 11's decode warps were retired in round 23. The seeds' u8
         // code keeps the ring of one: on the fragment tile it ties at S 1k and loses 6 % at S
         // 4k (run 106; its decode is two instructions per pair).
         (ArchClass::Hopper, 256) if kv8 && precision != Precision::SimFp8 => KV8_FRAG_D256,
@@ -466,19 +460,11 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // Round 10, the Hopper D256 8-bit default: the split decode's ring of one (sm_90a only,
     // by its 224 KB).
     out.push((v(KV8_D256), d256_kv8));
-    // Round 11 (sm_90a only: setmaxnreg, and 192 KB): decode warps. The same 8-warp tile
-    // computes from 16-bit staging pairs that a fourth warpgroup loads and decodes.
-    // E4M3 K/V only: with the seeds' u8 code the causal kernel spills 4 bytes.
-    out.push((v(KV8_D256_DECODERS), d256_e4m3_kv));
     // Knob coverage (each knob on and off at least once; see docs/perf-notes.md).
     // cp.async off (plain loads through registers, 1 stage), accurate exp2.
     out.push((v("portable.m64.n32.w4.s1.b1.tlx"), all));
     // Scalar P·V baseline, block barriers, padded rows, accurate exp2.
     out.push((v("portable.m64.n32.w4.s1.b1.c"), all));
-    // Warp specialization: 4 consumer warps (32 rows each) + 1 producer, 3 stages.
-    out.push((v("portable.m128.n64.w5.s3.b1.ctw1elx"), d64));
-    // Warp specialization: 4 consumers (16 rows each) + 1 producer, 2 stages.
-    out.push((v("portable.m64.n32.w5.s2.b1.ctw1elx"), all));
     // Persistent grid, 3 stages, block barriers, padded rows, 16 rows per warp.
     out.push((v("portable.m64.n64.w4.s3.b2.ctpe"), d64_128));
     // 8 warps x 16 rows, 128 keys per step, 4 stages.
@@ -498,11 +484,9 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v(KV8_STREAM_D128), d128_kv8));
     out.push((v(KV8_STREAM_D64), d64_fp8kv));
     out.push((v(KV8_STREAM_D64_SMALL), d64_fp8kv));
-    // Round 13's cluster pairs (thread-block clusters sharing each tile's decode) were never
-    // a default and left the kernel in round 23 (issue 32; the patch and its measurements are
-    // in docs/results/2026-11-25-portable-retire-round23/).
-    // Persistent + warp specialization with 2 producers.
-    out.push((v("portable.m64.n64.w6.s2.b1.ctw2pelx"), d64_128));
+    // Round 13's cluster pairs and the warp specialization of rounds 1-11 (producer warps,
+    // round 11's decode warps) were never a default and left the kernel in round 23 (issue
+    // 32; restore patches in docs/results/2026-11-25-portable-retire-round23/).
     // Round 18: fragment decode (8-bit ldmatrix, decoded in registers by every warp) on the
     // 16-bit defaults' 128-row tiles: the Hopper FP8-KV and fp8 causal defaults up to S 2k.
     out.push((v(KV8_FRAG_D128), d128_kv8));
@@ -636,7 +620,6 @@ mod tests {
                     spec.key()
                 );
                 assert_eq!(v.fragment_decode, frag, "{}", spec.key());
-                assert!(!spec.decode_warps(), "{}", spec.key());
                 assert_eq!(spec.dynamic_smem_bytes(), smem, "{}", spec.key());
             }
         }
@@ -877,7 +860,6 @@ mod tests {
         let both = |f: &dyn Fn(&Variant) -> bool| vs.iter().any(f) && vs.iter().any(|v| !f(v));
         assert!(both(&|v| v.cp_async));
         assert!(both(&|v| v.tc_pv));
-        assert!(both(&|v| v.warp_spec));
         assert!(both(&|v| v.persistent));
         assert!(both(&|v| v.paired_rows));
         assert!(both(&|v| v.fragment_decode));
@@ -894,8 +876,7 @@ mod tests {
         }
         for r in [1, 2] {
             assert!(
-                vs.iter()
-                    .any(|v| v.tile_m / (16 * (v.warps - v.producer_warps)) == r),
+                vs.iter().any(|v| v.tile_m / (16 * v.warps) == r),
                 "{r} m16 fragments per warp"
             );
         }

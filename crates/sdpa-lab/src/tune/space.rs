@@ -10,7 +10,7 @@ use rand::Rng;
 /// Which layer a knob belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layer {
-    /// Structure: warp specialization and producers, persistence, pipeline depth, ping-pong.
+    /// Structure: warpgroups, persistence, pipeline depth, ping-pong, sync policy.
     Macro,
     /// Sizes: tiles, warps, stages within a structure, swizzle, register split.
     Micro,
@@ -29,8 +29,6 @@ pub enum Knob {
     Persistent,
     Overlap,
     PingPong,
-    /// Portable: producer warps (0 = no warp specialization).
-    Producers,
     Swizzle,
     HalfSteps,
     /// Portable: 0 block, 1 light, 2 decoupled.
@@ -106,7 +104,6 @@ impl Space {
             ),
             Family::Portable => (
                 vec![
-                    d(Producers, Macro, &[0, 1, 2]),
                     d(Persistent, Macro, &[0, 1]),
                     d(Stages, Macro, &[1, 2, 3, 4]),
                     d(Sync, Macro, &[0, 1, 2]),
@@ -150,10 +147,6 @@ impl Space {
                 Knob::Persistent => v.persistent = x == 1,
                 Knob::Overlap => v.overlap = x == 1,
                 Knob::PingPong => v.pingpong = x == 1,
-                Knob::Producers => {
-                    v.warp_spec = x > 0;
-                    v.producer_warps = x;
-                }
                 Knob::Swizzle => v.swizzle = x == 1,
                 Knob::HalfSteps => v.half_steps = x == 1,
                 Knob::Sync => {
@@ -161,10 +154,6 @@ impl Space {
                         [SyncPolicy::Block, SyncPolicy::Light, SyncPolicy::Decoupled][x as usize]
                 }
             }
-        }
-        // Portable: warp specialization adds its producers to the computing warps.
-        if self.family == Family::Portable && v.warp_spec {
-            v.warps += v.producer_warps;
         }
         v
     }
@@ -194,13 +183,12 @@ impl Space {
                     Knob::Consumers => v.warps / 4 - 1,
                     Knob::TileM => v.tile_m,
                     Knob::TileN => v.tile_n,
-                    Knob::Warps => v.warps - v.producer_warps,
+                    Knob::Warps => v.warps,
                     Knob::Stages => v.stages,
                     Knob::MinBlocks => v.min_blocks,
                     Knob::Persistent => v.persistent as u32,
                     Knob::Overlap => v.overlap as u32,
                     Knob::PingPong => v.pingpong as u32,
-                    Knob::Producers => v.producer_warps,
                     Knob::Swizzle => v.swizzle as u32,
                     Knob::HalfSteps => v.half_steps as u32,
                     Knob::Sync => v.sync as u32,
