@@ -55,9 +55,9 @@ pub fn rows_per_work(spec: &KernelSpec) -> u64 {
 ///   `m_block = m_blocks - 1 - t / (heads_q * batch)`, `hq = t % heads_q`,
 ///   `b = (t / heads_q) % batch` (portable.cu's `work_at`);
 /// - hopper: `(tiles, 1, 1)`, or `min(tiles, sm_count)` blocks when persistent; block `i`
-///   takes tiles `i, i + grid, ...` in hopper.cu's Scheduler order (under causal m-blocks vary
-///   slowest, heaviest first: `m_block = m_blocks - 1 - t / (heads_q · batch)`,
-///   `hq = t % (heads_q · batch) % heads_q`; else `m_block = t % m_blocks`,
+///   takes tiles `i, i + grid, ...` in hopper.cu's Scheduler order (under causal the (batch,
+///   head) pairs go in sections whose K/V fit about 16 MB of L2, m-blocks slowest and
+///   heaviest first inside a section; else `m_block = t % m_blocks`,
 ///   `hq = t / m_blocks % heads_q`, `b = t / (m_blocks · heads_q)`);
 pub fn grid(spec: &KernelSpec, shape: &AttnShape, sm_count: u32, l2_bytes: u64) -> [u64; 3] {
     let v = &spec.variant;
