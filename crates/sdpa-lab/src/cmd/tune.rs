@@ -227,9 +227,6 @@ impl Objective for Gpu<'_> {
                 return e.clone();
             }
         }
-        if self.deadline.is_some_and(|d| Instant::now() > d) {
-            return Eval::failed(Gate::Compile, "not evaluated: --time ran out");
-        }
         let e = self.gates(space, g, best_us);
         if let Err(err) = self.cache.put(key, e.clone()) {
             eprintln!("warning: cannot write the tune cache: {err}");
@@ -242,6 +239,10 @@ impl Objective for Gpu<'_> {
             self.bar.set_message(format!("best {b:.1} us"));
         }
         e
+    }
+
+    fn should_stop(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() > d)
     }
 }
 

@@ -70,6 +70,11 @@ impl Eval {
 pub trait Objective {
     /// Runs the gates on one spec.
     fn evaluate(&mut self, space: &Space, g: &Genome, best_us: Option<f64>) -> Eval;
+
+    /// Whether the search must stop before its budget (e.g. a time limit ran out).
+    fn should_stop(&self) -> bool {
+        false
+    }
 }
 
 /// Search settings.
@@ -159,7 +164,7 @@ struct Run<'a, O: Objective> {
 
 impl<O: Objective> Run<'_, O> {
     fn spent(&self) -> bool {
-        self.records.len() >= self.budget
+        self.records.len() >= self.budget || self.objective.should_stop()
     }
 
     /// Evaluates `g` once; a genome seen before returns its result without spending budget.
@@ -388,6 +393,50 @@ mod tests {
         assert!(layers.contains(&Layer::Micro));
         let first_micro = layers.iter().position(|&l| l == Layer::Micro).unwrap();
         assert!(layers[first_micro..].iter().all(|&l| l == Layer::Micro));
+    }
+
+    /// Stops after `left` evaluations, whatever the budget.
+    struct Stopping {
+        inner: Synthetic,
+        left: usize,
+    }
+
+    impl Objective for Stopping {
+        fn evaluate(&mut self, space: &Space, g: &Genome, best: Option<f64>) -> Eval {
+            self.left = self.left.saturating_sub(1);
+            self.inner.evaluate(space, g, best)
+        }
+        fn should_stop(&self) -> bool {
+            self.left == 0
+        }
+    }
+
+    #[test]
+    fn a_stop_request_ends_the_search_before_its_budget() {
+        let mut o = Stopping {
+            inner: Synthetic { calls: 0 },
+            left: 7,
+        };
+        let out = search(
+            &space(),
+            &Config {
+                budget: 40,
+                ..Config::default()
+            },
+            &mut o,
+            &[],
+        );
+        assert_eq!(out.records.len(), 7);
+        let r = random_search(
+            &space(),
+            40,
+            0,
+            &mut Stopping {
+                inner: Synthetic { calls: 0 },
+                left: 5,
+            },
+        );
+        assert_eq!(r.records.len(), 5);
     }
 
     #[test]
