@@ -79,6 +79,24 @@ pub fn ensure_driver() -> Result<Located> {
         })
 }
 
+/// NCCL as cudarc opens it: by the bare name `libnccl.so` (cudarc's candidates do not include
+/// the pip package's `libnccl.so.2`). Checked first so that a missing NCCL is a typed error
+/// and not cudarc's panic; `sdpa-lab cp-bench` links `libnccl.so` for its ranks from
+/// `$SDPA_NCCL_PATH` or PyTorch's `nvidia-nccl-cu13` package.
+pub fn ensure_nccl() -> Result<Located> {
+    match open_global(Path::new("libnccl.so")) {
+        Ok(()) => Ok(Located {
+            path: "libnccl.so".into(),
+        }),
+        Err(e) => Err(Error::LibraryNotFound {
+            what: "NCCL (libnccl.so)",
+            looked: vec![format!("libnccl.so on the loader path: {e}")],
+            fix: "put a libnccl.so (a link to libnccl.so.2 will do) in a folder on LD_LIBRARY_PATH; \
+                  `sdpa-lab cp-bench` does this for its ranks from SDPA_NCCL_PATH or PyTorch's nvidia-nccl-cu13 package",
+        }),
+    }
+}
+
 /// Whether a GPU driver is present (no error detail).
 pub fn driver_present() -> bool {
     ensure_driver().is_ok()

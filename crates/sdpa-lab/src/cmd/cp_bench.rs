@@ -119,6 +119,7 @@ fn parent(a: &Args) -> Result<ExitCode> {
         )));
     }
     std::fs::create_dir_all(&a.out).map_err(Error::io(&a.out))?;
+    let ld_path = nccl_link_dir(&a.out)?;
     let id_file = a.out.join("nccl.id");
     let _ = std::fs::remove_file(&id_file);
     let exe = std::env::current_exe().map_err(Error::io("current executable"))?;
@@ -144,7 +145,8 @@ fn parent(a: &Args) -> Result<ExitCode> {
             .arg(&id_file)
             .arg("--out")
             .arg(&a.out)
-            .envs(NO_MULTICAST);
+            .envs(NO_MULTICAST)
+            .env("LD_LIBRARY_PATH", &ld_path);
         if a.causal {
             cmd.arg("--causal");
         }
@@ -203,8 +205,54 @@ fn parent(a: &Args) -> Result<ExitCode> {
     })
 }
 
+/// `LD_LIBRARY_PATH` for the ranks: a folder in `out` with `libnccl.so` linked to the
+/// `libnccl.so.2` of `$SDPA_NCCL_PATH` (the file or its folder) or of PyTorch's
+/// `nvidia-nccl-cu13` package, before the inherited path. cudarc opens NCCL by the bare name
+/// `libnccl.so`, which the pip package does not ship.
+fn nccl_link_dir(out: &std::path::Path) -> Result<std::ffi::OsString> {
+    let mut found: Option<PathBuf> = None;
+    if let Some(p) = std::env::var_os("SDPA_NCCL_PATH").map(PathBuf::from) {
+        found = Some(if p.is_dir() {
+            p.join("libnccl.so.2")
+        } else {
+            p
+        });
+    } else if let Ok(o) = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])",
+        ])
+        .output()
+    {
+        let dir = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        if o.status.success() && !dir.is_empty() {
+            found = Some(PathBuf::from(dir).join("lib").join("libnccl.so.2"));
+        }
+    }
+    let inherited = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
+    let Some(lib) = found.filter(|p| p.exists()) else {
+        eprintln!("note: no libnccl.so.2 found (SDPA_NCCL_PATH, python3's nvidia.nccl); the ranks use the loader path");
+        return Ok(inherited);
+    };
+    let dir = out.join("nccl-lib");
+    std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+    let link = dir.join("libnccl.so");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&lib, &link).map_err(Error::io(&link))?;
+    let mut path = dir
+        .canonicalize()
+        .map_err(Error::io(&dir))?
+        .into_os_string();
+    if !inherited.is_empty() {
+        path.push(":");
+        path.push(inherited);
+    }
+    Ok(path)
+}
+
 /// Rank 0 creates the NCCL id and publishes it (write then rename); the others wait for it.
 fn nccl_id(rank: usize, file: &PathBuf) -> Result<Id> {
+    fp8_sdpa::libs::ensure_nccl()?;
     if rank == 0 {
         let id = Id::new().map_err(|e| Error::Unsupported(format!("NCCL id: {e:?}")))?;
         let bytes: Vec<u8> = id.internal().iter().map(|&c| c as u8).collect();
