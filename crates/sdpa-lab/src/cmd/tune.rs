@@ -67,6 +67,10 @@ pub struct Args {
     /// GPU ordinal.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
+    /// No GPU: run only gate 1 (NVRTC compile and the resource gates) over every valid
+    /// variant of the space for this arch, in parallel, into tune_log.csv.
+    #[arg(long, value_name = "ARCH")]
+    pub offline: Option<String>,
 }
 
 /// The shape a class is timed on.
@@ -294,6 +298,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
             a.shape_class
         ))
     })?;
+    if let Some(arch) = &a.offline {
+        return offline(&a, family, precision, class, arch.parse()?);
+    }
     let dev = crate::cmd::env::open_device(a.device)
         .map_err(|e| Error::Unsupported(format!("tune times candidates on a GPU: {e}")))?;
     let arch = dev.info().arch;
@@ -483,4 +490,72 @@ fn shape_label(s: &AttnShape) -> String {
         "B{} Sq{} Skv{} H{}/{} D{}",
         s.batch, s.seq_q, s.seq_kv, s.heads_q, s.heads_kv, s.head_dim
     )
+}
+
+/// `--offline ARCH`: gate 1 over the whole valid space, no GPU.
+fn offline(
+    a: &Args,
+    family: Family,
+    precision: Precision,
+    class: ShapeClass,
+    arch: fp8_sdpa::Arch,
+) -> Result<ExitCode> {
+    use rayon::prelude::*;
+    let causal = class == ShapeClass::Causal;
+    let space = Space::new(family, arch, precision, a.head_dim, causal).ok_or_else(|| {
+        Error::Unsupported(format!("the {} family has no tunable space", family.name()))
+    })?;
+    let genomes = space.enumerate_valid();
+    eprintln!(
+        "offline gate 1: {} valid {} variants for {precision} d{} {} on {arch}",
+        genomes.len(),
+        family.name(),
+        a.head_dim,
+        class.name()
+    );
+    let compiler = Compiler::new()?;
+    let evals: Vec<Eval> = genomes
+        .par_iter()
+        .map(|g| match compiler.compile(&space.spec(g), arch) {
+            Err(e) => Eval::failed(Gate::Compile, e.to_string()),
+            Ok(c) => {
+                let v = fp8_sdpa::gates::check(&c);
+                if v.is_empty() {
+                    Eval {
+                        gate: Gate::Correctness,
+                        reason: "passed gate 1; the next gates need a GPU".into(),
+                        short_us: None,
+                        full_us: None,
+                    }
+                } else {
+                    let why: Vec<String> = v
+                        .iter()
+                        .map(|x| format!("{}: {}", x.gate, x.detail))
+                        .collect();
+                    Eval::failed(Gate::Compile, why.join("; "))
+                }
+            }
+        })
+        .collect();
+    let records = genomes
+        .into_iter()
+        .zip(evals)
+        .enumerate()
+        .map(|(index, (genome, eval))| evo::Record {
+            index,
+            generation: 0,
+            layer: crate::tune::space::Layer::Macro,
+            genome,
+            eval,
+        })
+        .collect::<Vec<_>>();
+    let passed = records
+        .iter()
+        .filter(|r| r.eval.gate != Gate::Compile)
+        .count();
+    std::fs::create_dir_all(&a.out).map_err(Error::io(&a.out))?;
+    let path = a.out.join("tune_log.csv");
+    write_log(&path, &space, &Outcome { records }, "offline")?;
+    eprintln!("{passed} passed gate 1; log: {}", path.display());
+    Ok(ExitCode::SUCCESS)
 }
