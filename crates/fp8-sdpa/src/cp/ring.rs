@@ -154,6 +154,16 @@ impl Ring {
         let (p, r) = (self.comm.world_size(), self.comm.rank());
         let q_t = self.precision.q();
         let o_t = self.precision.out();
+        let rows_bytes = |es: usize| l.batch * 2 * l.chunk * l.heads_q * l.dim * es;
+        if q.len() != rows_bytes(q_t.size()) || out.len() != rows_bytes(o_t.size()) {
+            return Err(Error::InvalidInput(format!(
+                "Q and O must hold [batch, 2 x chunk, heads_q, dim] = {} and {} bytes; got {} and {}",
+                rows_bytes(q_t.size()),
+                rows_bytes(o_t.size()),
+                q.len(),
+                out.len()
+            )));
+        }
         let cp = dev.module(&kernels::CP, &[("CP_OUT_T".into(), o_t.cuda_type().into())])?;
         let merge = cp
             .load_function("cp_merge")

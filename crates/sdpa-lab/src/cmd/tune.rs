@@ -103,6 +103,21 @@ struct Gpu<'a> {
     deadline: Option<Instant>,
     bar: ProgressBar,
     cached_hits: usize,
+    /// A sticky CUDA error (illegal address, launch failure) left the context unusable.
+    poisoned: Option<String>,
+}
+
+/// Errors after which the CUDA context cannot run anything else.
+fn sticky(e: &str) -> bool {
+    [
+        "ILLEGAL_ADDRESS",
+        "LAUNCH_FAILED",
+        "ILLEGAL_INSTRUCTION",
+        "MISALIGNED_ADDRESS",
+        "HARDWARE_STACK_ERROR",
+    ]
+    .iter()
+    .any(|s| e.contains(s))
 }
 
 impl Gpu<'_> {
@@ -120,6 +135,10 @@ impl Gpu<'_> {
             device: self.machine.0.clone(),
             driver: self.machine.1,
             nvrtc: self.machine.2.clone(),
+            kernel: fp8_sdpa::kernels::source_or_err(space.family)
+                .and_then(|src| Compiler::cache_key(&src, &space.spec(g).defines(), space.arch))
+                .unwrap_or_default(),
+            settings: format!("prune {} runs 100/500", self.prune),
         }
     }
 
@@ -180,7 +199,7 @@ impl Gpu<'_> {
             }
         }
         // Gate 3: a short timing run (the protocol's minimum) prunes clear losers.
-        let time = |gpu: &mut Self, iters: usize| -> std::result::Result<f64, String> {
+        let time = |gpu: &mut Self, iters: usize| -> std::result::Result<f64, (Gate, String)> {
             let row = crate::cmd::bench::bench_one(
                 gpu.dev,
                 &gpu.stream,
@@ -192,13 +211,16 @@ impl Gpu<'_> {
             );
             match (row.median_us(), row.correctness.as_ref().map(|c| c.passed)) {
                 (Some(us), Some(true)) => Ok(us),
-                (_, Some(false)) => Err("wrong result on the timed shape".into()),
-                _ => Err(row.status.clone()),
+                (_, Some(false)) => Err((
+                    Gate::Correctness,
+                    "wrong result on the timed shape".to_string(),
+                )),
+                _ => Err((Gate::Timed, row.status.clone())),
             }
         };
         let short = match time(self, 100) {
             Ok(us) => us,
-            Err(e) => return Eval::failed(Gate::Prune, e),
+            Err((gate, e)) => return Eval::failed(gate, e),
         };
         if let Some(b) = best_us {
             if short > b * self.prune {
@@ -216,7 +238,7 @@ impl Gpu<'_> {
         // Gate 4: the full run.
         match time(self, 500) {
             Ok(full) => Eval::timed(short, full),
-            Err(e) => Eval::failed(Gate::Timed, e),
+            Err((gate, e)) => Eval::failed(gate, e),
         }
     }
 }
@@ -232,6 +254,12 @@ impl Objective for Gpu<'_> {
             }
         }
         let e = self.gates(space, g, best_us);
+        if sticky(&e.reason) {
+            // The context is gone: the result says nothing about the candidate, so it is not
+            // cached, and the search stops (resume in a fresh process).
+            self.poisoned = Some(format!("{}: {}", space.variant(g).key(), e.reason));
+            return e;
+        }
         if let Err(err) = self.cache.put(key, e.clone()) {
             eprintln!("warning: cannot write the tune cache: {err}");
         }
@@ -246,7 +274,7 @@ impl Objective for Gpu<'_> {
     }
 
     fn should_stop(&self) -> bool {
-        self.deadline.is_some_and(|d| Instant::now() > d)
+        self.poisoned.is_some() || self.deadline.is_some_and(|d| Instant::now() > d)
     }
 }
 
@@ -321,6 +349,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let cache_path = a.cache.clone().unwrap_or_else(|| a.out.join("cache.jsonl"));
     let cache = Cache::open(&cache_path, a.resume).map_err(Error::io(&cache_path))?;
     let (maj, min) = fp8_sdpa::compile::nvrtc::version()?;
+    // One stream, as in bench: cudarc's per-use events would add driver calls to every timed
+    // launch. SAFETY: nothing else uses this context concurrently.
+    unsafe { dev.context().disable_event_tracking() };
     let stream = dev.new_stream()?;
     let shape = timed_shape(class, a.head_dim);
     let bar = ProgressBar::new(a.budget as u64);
@@ -367,6 +398,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             .map(|t| Instant::now() + std::time::Duration::from_secs_f64(t)),
         bar,
         cached_hits: 0,
+        poisoned: None,
     };
     // Gate 1 for the whole space runs on the CPU cores in the background, into the kernel
     // cache, while the GPU times candidates; a candidate the search reaches first compiles
@@ -375,9 +407,15 @@ pub fn run(a: Args) -> Result<ExitCode> {
         let (space, compiler) = (space.clone(), Compiler::new()?);
         std::thread::spawn(move || {
             use rayon::prelude::*;
-            space.enumerate_valid().par_iter().for_each(|g| {
-                let _ = compiler.compile(&space.spec(g), space.arch);
-            });
+            // Half the cores, so the host side of the timed runs keeps some.
+            let threads = std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1));
+            if let Ok(pool) = rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+                pool.install(|| {
+                    space.enumerate_valid().par_iter().for_each(|g| {
+                        let _ = compiler.compile(&space.spec(g), space.arch);
+                    });
+                });
+            }
         });
     }
     let start: Vec<Genome> = space.default_genome().into_iter().collect();
@@ -390,6 +428,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let outcome = evo::search(&space, &cfg, &mut gpu, &start);
     let tuner_s = t0.elapsed().as_secs_f64();
     gpu.bar.finish();
+    if let Some(why) = &gpu.poisoned {
+        eprintln!(
+            "stopped: a candidate left the CUDA context unusable ({why}); results so far are \
+             cached, resume with --resume in a new process"
+        );
+    }
     write_log(&a.out.join("tune_log.csv"), &space, &outcome, "evo")?;
     let mut summary = serde_json::json!({
         "family": family.name(), "precision": precision.name(), "head_dim": a.head_dim,

@@ -29,6 +29,13 @@ pub struct Key {
     pub driver: i32,
     /// NVRTC version, `major.minor`.
     pub nvrtc: String,
+    /// The kernel's compile key (sources, headers, defines, options, NVRTC version): an edited
+    /// kernel is measured again.
+    #[serde(default)]
+    pub kernel: String,
+    /// The gates' settings (prune factor, timed runs): a pruned result depends on them.
+    #[serde(default)]
+    pub settings: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -116,6 +123,8 @@ mod tests {
             device: "NVIDIA H100 80GB HBM3".into(),
             driver: 13000,
             nvrtc: "13.0".into(),
+            kernel: "k1".into(),
+            settings: "prune 1.15".into(),
         }
     }
 
@@ -142,6 +151,12 @@ mod tests {
         assert!(
             c.get(&other).is_none(),
             "another driver's timing is not reused"
+        );
+        let mut edited = key("a");
+        edited.kernel = "k2".into();
+        assert!(
+            c.get(&edited).is_none(),
+            "an edited kernel is measured again"
         );
         assert_eq!(Cache::open(&p, false).unwrap().len(), 0);
     }
