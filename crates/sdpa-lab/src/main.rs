@@ -28,7 +28,8 @@ struct Cli {
 enum Command {
     /// Offline: compile every registered kernel spec for the given arches, print the ptxas
     /// resource table, and fail on any gate violation (spills, stack frame, shared memory over
-    /// the arch limit, registers over the variant's budget). Needs NVRTC, no GPU.
+    /// the arch limit, registers over the variant's budget, relocations in the code). Needs
+    /// NVRTC, no GPU.
     Check(cmd::check::Args),
     /// The environment manifest: GPU, driver, NVRTC, PyTorch, git commit, host.
     Env(cmd::env::Args),
