@@ -121,6 +121,46 @@ pub struct TunedTable {
     checked: Vec<Checked>,
 }
 
+impl Checked {
+    /// What an entry is for: at most one entry per key.
+    fn class_key(&self) -> (Arch, Precision, u32, ShapeClass) {
+        (self.arch, self.precision, self.head_dim, self.class)
+    }
+}
+
+/// Checks one entry: every field known, the variant valid for its class on its arch.
+fn check_entry(e: &TunedEntry) -> std::result::Result<Checked, String> {
+    let arch: Arch = e.arch.parse().map_err(|x: Error| x.to_string())?;
+    let precision = Precision::ALL
+        .into_iter()
+        .find(|p| p.name() == e.precision)
+        .ok_or_else(|| format!("unknown precision '{}'", e.precision))?;
+    if !HEAD_DIMS.contains(&e.head_dim) {
+        return Err(format!("head_dim {} is not 64, 128 or 256", e.head_dim));
+    }
+    let class = ShapeClass::parse(&e.shape_class).ok_or_else(|| {
+        format!(
+            "unknown shape_class '{}' (prefill, causal or decode)",
+            e.shape_class
+        )
+    })?;
+    let variant: Variant = e.variant.parse().map_err(|x: Error| x.to_string())?;
+    let spec = KernelSpec {
+        variant,
+        precision,
+        head_dim: e.head_dim,
+        causal: class == ShapeClass::Causal,
+    };
+    spec.validate(arch).map_err(|x| x.to_string())?;
+    Ok(Checked {
+        arch,
+        precision,
+        head_dim: e.head_dim,
+        class,
+        variant,
+    })
+}
+
 fn bad(origin: &str, msg: String) -> Error {
     Error::InvalidInput(format!("tuned table {origin}: {msg}"))
 }
@@ -141,43 +181,15 @@ impl TunedTable {
         })?;
         let mut checked: Vec<Checked> = Vec::with_capacity(file.entries.len());
         for (i, e) in file.entries.iter().enumerate() {
-            let at = |msg: String| bad(origin, format!("entry {i}: {msg}"));
-            let arch: Arch = e.arch.parse().map_err(|x: Error| at(x.to_string()))?;
-            let precision = Precision::ALL
-                .into_iter()
-                .find(|p| p.name() == e.precision)
-                .ok_or_else(|| at(format!("unknown precision '{}'", e.precision)))?;
-            if !HEAD_DIMS.contains(&e.head_dim) {
-                return Err(at(format!("head_dim {} is not 64, 128 or 256", e.head_dim)));
-            }
-            let class = ShapeClass::parse(&e.shape_class).ok_or_else(|| {
-                at(format!(
-                    "unknown shape_class '{}' (prefill, causal or decode)",
-                    e.shape_class
-                ))
-            })?;
-            let variant: Variant = e.variant.parse().map_err(|x: Error| at(x.to_string()))?;
-            let spec = KernelSpec {
-                variant,
-                precision,
-                head_dim: e.head_dim,
-                causal: class == ShapeClass::Causal,
-            };
-            spec.validate(arch).map_err(|x| at(x.to_string()))?;
-            let c = Checked {
-                arch,
-                precision,
-                head_dim: e.head_dim,
-                class,
-                variant,
-            };
-            if checked.iter().any(|o| {
-                (o.arch, o.precision, o.head_dim, o.class) == (arch, precision, e.head_dim, class)
-            }) {
-                return Err(at(format!(
-                    "{} {} d{} {} is listed twice",
-                    e.arch, e.precision, e.head_dim, e.shape_class
-                )));
+            let c = check_entry(e).map_err(|m| bad(origin, format!("entry {i}: {m}")))?;
+            if checked.iter().any(|o| o.class_key() == c.class_key()) {
+                return Err(bad(
+                    origin,
+                    format!(
+                        "entry {i}: {} {} d{} {} is listed twice",
+                        e.arch, e.precision, e.head_dim, e.shape_class
+                    ),
+                ));
             }
             checked.push(c);
         }
@@ -208,24 +220,17 @@ impl TunedTable {
 
     /// Adds or replaces the entry for its class (checked like a parsed one).
     pub fn upsert(&mut self, entry: TunedEntry) -> Result<()> {
-        let mut rest: Vec<TunedEntry> = Vec::new();
-        let one = Self::parse(
-            &serde_json::to_string(&TableFile {
-                entries: vec![entry.clone()],
-            })
-            .expect("an entry serializes"),
-        )?;
-        let c = one.checked[0];
-        for (e, o) in self.entries.iter().zip(&self.checked) {
-            if (o.arch, o.precision, o.head_dim, o.class)
-                != (c.arch, c.precision, c.head_dim, c.class)
-            {
-                rest.push(e.clone());
-            }
-        }
-        rest.push(entry);
-        *self =
-            Self::parse(&serde_json::to_string(&TableFile { entries: rest }).expect("serializes"))?;
+        let c = check_entry(&entry).map_err(|m| bad("(text)", format!("entry 0: {m}")))?;
+        let keep: Vec<bool> = self
+            .checked
+            .iter()
+            .map(|o| o.class_key() != c.class_key())
+            .collect();
+        let mut keep = keep.into_iter();
+        self.entries.retain(|_| keep.next().unwrap_or(true));
+        self.checked.retain(|o| o.class_key() != c.class_key());
+        self.entries.push(entry);
+        self.checked.push(c);
         Ok(())
     }
 

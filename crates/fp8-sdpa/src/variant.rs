@@ -637,7 +637,7 @@ impl KernelSpec {
         let nt = v.threads();
         let ch8 = self.head_dim / 16;
         if !self.own_chunks_fit() {
-            let chunks = self.own_rows() * ch8;
+            let chunks = self.variant.tile_n * ch8;
             return Err(self.invalid(format!(
                 "decoupled sync deals a tile's {chunks} chunks per K or V evenly over {nt} \
                  threads in row pairs; pick tile_n and warps so that {nt} divides {chunks}"
@@ -660,14 +660,9 @@ impl KernelSpec {
         let pair = 2 * ch8;
         nt > 0
             && pair > 0
-            && (self.own_rows() * ch8).is_multiple_of(nt)
+            && (self.variant.tile_n * ch8).is_multiple_of(nt)
             && nt.is_multiple_of(pair)
             && (2 * nt / pair).is_multiple_of(8)
-    }
-
-    /// K/V rows of a tile that one CTA copies and decodes (portable.cu's `OWN_BN`).
-    fn own_rows(&self) -> u32 {
-        self.variant.tile_n
     }
 
     /// The portable layout must fit the arch's opt-in shared memory.
@@ -709,12 +704,8 @@ impl KernelSpec {
                 let pad = if v.swizzle { 0 } else { 16 };
                 let row16 = d * 2 + pad;
                 let kv8 = self.precision.kv_is_8bit();
-                // An 8-bit ring slot holds the CTA's own rows.
-                let kv_tile = if kv8 {
-                    self.own_rows() * d
-                } else {
-                    v.tile_n * row16
-                };
+                // 8-bit ring rows are dense.
+                let kv_tile = v.tile_n * if kv8 { d } else { row16 };
                 // Fragment decode reads the 8-bit ring directly: no staging.
                 let staged = kv8 && !v.fragment_decode;
                 let pipe_decode = staged && v.stages >= 2 && d <= 128;

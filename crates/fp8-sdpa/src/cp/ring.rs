@@ -188,6 +188,23 @@ impl Ring {
         // Views of one chunk of a [batch, 2 x chunk, heads, dim] BSHD buffer.
         let chunk_strides = |heads: usize| [2 * l.chunk * heads * l.dim, heads * l.dim, l.dim, 1];
         let chunk_off = |c: usize, heads: usize, es: usize| c * l.chunk * heads * l.dim * es;
+        // cp_merge and cp_finish: one warp per (batch, token, head) row, four per block; the
+        // partial O is contiguous [batch, chunk, heads_q, dim], the output a chunk of
+        // [batch, 2 x chunk, heads_q, dim].
+        let row_cfg = LaunchConfig {
+            grid_dim: ((rows as u32).div_ceil(4), 1, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (b, c, h, d) = (
+            l.batch as i32,
+            l.chunk as i32,
+            l.heads_q as i32,
+            l.dim as i32,
+        );
+        let row_s = [(l.heads_q * l.dim) as i64, l.dim as i64];
+        let tmp_sb = (l.chunk * l.heads_q * l.dim) as i64;
+        let out_sb = 2 * tmp_sb;
         let mut cur = 0;
         for step in 0..p {
             if step + 1 < p {
@@ -265,22 +282,6 @@ impl Ring {
                 };
                 dev.attention(stream, &call, opts)?;
                 drop(call);
-                let cfg = LaunchConfig {
-                    grid_dim: ((rows as u32).div_ceil(4), 1, 1),
-                    block_dim: (128, 1, 1),
-                    shared_mem_bytes: 0,
-                };
-                let (b, c, h, d) = (
-                    l.batch as i32,
-                    l.chunk as i32,
-                    l.heads_q as i32,
-                    l.dim as i32,
-                );
-                let s = [
-                    (l.chunk * l.heads_q * l.dim) as i64,
-                    (l.heads_q * l.dim) as i64,
-                    l.dim as i64,
-                ];
                 let mut launch = stream.launch_builder(&merge);
                 launch
                     .arg(&mut self.acc_o[w.q_local])
@@ -291,31 +292,15 @@ impl Ring {
                     .arg(&c)
                     .arg(&h)
                     .arg(&d)
-                    .arg(&s[0])
-                    .arg(&s[1])
-                    .arg(&s[2]);
+                    .arg(&tmp_sb)
+                    .arg(&row_s[0])
+                    .arg(&row_s[1]);
                 // SAFETY: the accumulators hold rows x dim and rows floats, tmp_o rows x dim
                 // elements of the output type written contiguously above, tmp_lse rows floats.
-                unsafe { launch.launch(cfg) }.map_err(drv("launching cp_merge"))?;
+                unsafe { launch.launch(row_cfg) }.map_err(drv("launching cp_merge"))?;
             }
             cur = 1 - cur;
         }
-        let cfg = LaunchConfig {
-            grid_dim: ((rows as u32).div_ceil(4), 1, 1),
-            block_dim: (128, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (b, c, h, d) = (
-            l.batch as i32,
-            l.chunk as i32,
-            l.heads_q as i32,
-            l.dim as i32,
-        );
-        let s = [
-            (2 * l.chunk * l.heads_q * l.dim) as i64,
-            (l.heads_q * l.dim) as i64,
-            l.dim as i64,
-        ];
         for i in 0..2 {
             let off = chunk_off(i, l.heads_q, o_t.size());
             let mut view = out.slice_mut(off..);
@@ -327,12 +312,12 @@ impl Ring {
                 .arg(&c)
                 .arg(&h)
                 .arg(&d)
-                .arg(&s[0])
-                .arg(&s[1])
-                .arg(&s[2]);
-            // SAFETY: `out` holds [batch, 2 x chunk, heads_q, dim] elements (checked by the
-            // caller's allocation); chunk i's rows start at `off` with these strides.
-            unsafe { launch.launch(cfg) }.map_err(drv("launching cp_finish"))?;
+                .arg(&out_sb)
+                .arg(&row_s[0])
+                .arg(&row_s[1]);
+            // SAFETY: `out` holds [batch, 2 x chunk, heads_q, dim] elements (checked above);
+            // chunk i's rows start at `off` with these strides.
+            unsafe { launch.launch(row_cfg) }.map_err(drv("launching cp_finish"))?;
         }
         Ok(())
     }

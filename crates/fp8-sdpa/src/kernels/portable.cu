@@ -127,8 +127,7 @@ typedef Tile8 T8;
 constexpr int ROW16 = T16::STRIDE;
 constexpr int CH16 = D * 2 / 16;         // 16-byte chunks per 16-bit row
 constexpr int CH8 = D / 16;              // 16-byte chunks per 8-bit row (dense rows)
-constexpr int OWN_BN = BN;  // K/V rows of a tile a CTA copies and decodes
-constexpr int KV_TILE = KV8 ? OWN_BN * D : BN * ROW16;
+constexpr int KV_TILE = KV8 ? BN * D : BN * ROW16;
 // Pipelined decode (8-bit K/V, >= 2 stages, D <= 128): tile j + 1 is
 // decoded into the other of two staging buffers right after tile j's barrier, then tile j is
 // computed: one barrier per tile, and one warp's decode overlaps the others' mma. D 256 keeps
@@ -137,10 +136,10 @@ constexpr bool PIPE_DECODE = STAGED && STAGES >= 2 && D <= 128;
 // Whether a K/V tile's 16-byte 8-bit chunks deal evenly over nt threads in row pairs (see
 // OwnChunks), so that each thread can copy and decode its own chunks.
 constexpr bool own_fits(int nt) {
-    return nt > 0 && (OWN_BN * CH8) % nt == 0 && nt % (2 * CH8) == 0 && (2 * nt / (2 * CH8)) % 8 == 0;
+    return nt > 0 && (BN * CH8) % nt == 0 && nt % (2 * CH8) == 0 && (2 * nt / (2 * CH8)) % 8 == 0;
 }
 // The threads that own chunks: all of them.
-constexpr int OWN_NT = CONSUMERS * 32, OWN_PER_KV = OWN_BN * CH8, OWN_PAIR = 2 * CH8;
+constexpr int OWN_NT = CONSUMERS * 32, OWN_PER_KV = BN * CH8, OWN_PAIR = 2 * CH8;
 constexpr bool OWN_FITS = own_fits(OWN_NT);
 // Split decode (8-bit K/V where the pipelined decode does not fit: D 256). K and V halves
 // are decoded in different phases of a tile by the threads that copied the chunks (as under

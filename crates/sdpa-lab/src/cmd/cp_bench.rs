@@ -310,11 +310,38 @@ fn nccl_id(rank: usize, file: &PathBuf) -> Result<Id> {
     }
 }
 
-/// Token rows `range` of each batch of a BSHD tensor of `seq` tokens and `row` bytes per token.
-fn rows(x: &[u8], batch: usize, seq: usize, row: usize, range: std::ops::Range<usize>) -> Vec<u8> {
+/// Token rows `range` of each batch of a BSHD tensor of `seq` tokens and `row` elements per
+/// token.
+fn rows<T: Copy>(
+    x: &[T],
+    batch: usize,
+    seq: usize,
+    row: usize,
+    range: std::ops::Range<usize>,
+) -> Vec<T> {
     let mut out = Vec::with_capacity(batch * range.len() * row);
     for b in 0..batch {
         out.extend_from_slice(&x[(b * seq + range.start) * row..(b * seq + range.end) * row]);
+    }
+    out
+}
+
+/// A rank's shard `[batch, 2 x chunk, ...]`: per batch, its two zig-zag chunks of `chunk`
+/// tokens in order.
+fn shard<T: Copy>(
+    x: &[T],
+    batch: usize,
+    seq: usize,
+    row: usize,
+    chunks: [usize; 2],
+    chunk: usize,
+) -> Vec<T> {
+    let mut out = Vec::with_capacity(batch * 2 * chunk * row);
+    for b in 0..batch {
+        let xb = &x[b * seq * row..(b + 1) * seq * row];
+        for k in chunks {
+            out.extend(rows(xb, 1, seq, row, k * chunk..(k + 1) * chunk));
+        }
     }
     out
 }
@@ -416,19 +443,8 @@ fn rank_main(a: &Args, r: usize) -> Result<ExitCode> {
     let single_ms = time(&mut || single(&mut o_full))?;
     // This rank's shard: chunks r and 2P-1-r of Q, K, V.
     let c = s / (2 * a.ranks);
-    let take = |x: &[u8], heads: usize, es: usize| {
-        let [c0, c1] = chunks_of(r, a.ranks);
-        let v = rows(x, b, s, heads * d * es, c0 * c..(c0 + 1) * c);
-        let w = rows(x, b, s, heads * d * es, c1 * c..(c1 + 1) * c);
-        // Interleave per batch: [batch, 2c, heads, dim].
-        let half = c * heads * d * es;
-        let mut out = Vec::with_capacity(v.len() + w.len());
-        for bi in 0..b {
-            out.extend_from_slice(&v[bi * half..(bi + 1) * half]);
-            out.extend_from_slice(&w[bi * half..(bi + 1) * half]);
-        }
-        out
-    };
+    let mine_chunks = chunks_of(r, a.ranks);
+    let take = |x: &[u8], heads: usize, es: usize| shard(x, b, s, heads * d * es, mine_chunks, c);
     let k_all = stream.clone_dtoh(&k_full).map_err(drv("reading K"))?;
     let v_all = stream.clone_dtoh(&v_full).map_err(drv("reading V"))?;
     let q_loc = stream
@@ -465,15 +481,12 @@ fn rank_main(a: &Args, r: usize) -> Result<ExitCode> {
         DType::Bf16,
         &stream.clone_dtoh(&o_loc).map_err(drv("reading O"))?,
     );
-    let want_bytes: Vec<f64> = {
-        let f32_bytes: Vec<u8> = full.iter().flat_map(|x| x.to_le_bytes()).collect();
-        let sel = take(&f32_bytes, hq, 4);
-        sel.chunks_exact(4)
-            .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]) as f64)
-            .collect()
-    };
+    let want: Vec<f64> = shard(&full, b, s, hq * d, mine_chunks, c)
+        .into_iter()
+        .map(f64::from)
+        .collect();
     let t = Thresholds::for_precision(p);
-    let e = t.compare(&mine, &want_bytes)?;
+    let e = t.compare(&mine, &want)?;
     let report = RankReport {
         rank: r,
         device: dev.info().name.clone(),
