@@ -178,6 +178,25 @@ pub fn verify_shapes(quick: bool) -> Vec<(usize, usize, usize, usize, usize)> {
     v
 }
 
+/// Further shapes `verify` runs on the decode family only: few query rows per query head
+/// against long, ragged key counts (splits and the merge), GQA 1, 4, 8 and 32, one key.
+pub fn decode_verify_shapes(quick: bool) -> Vec<(usize, usize, usize, usize, usize)> {
+    let mut v = vec![
+        (3, 1, 4097, 32, 8),
+        (2, 4, 1000, 8, 8),
+        (4, 1, 1, 32, 1),
+        (1, 16, 20001, 8, 1),
+    ];
+    if !quick {
+        v.extend([
+            (1, 1, 65536, 32, 8),
+            (2, 16, 3000, 32, 4),
+            (1, 3, 257, 8, 2),
+        ]);
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

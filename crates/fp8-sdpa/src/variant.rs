@@ -442,9 +442,38 @@ impl Variant {
                 }
             }
             Family::Decode => {
-                if !matches!(self.tile_n, 32 | 64 | 128 | 256) || self.tile_m != 16 {
+                // decode.cu: 16 packed query rows per CTA; each warp takes tile_n / warps keys
+                // of every step (whole k16 fragments) through its own cp.async ring.
+                if self.tile_m != 16 {
+                    return fail(format!(
+                        "decode tile_m is 16 (one m16 tile of packed query rows), got {}",
+                        self.tile_m
+                    ));
+                }
+                if !matches!(self.warps, 1 | 2 | 4 | 8)
+                    || !self.tile_n.is_multiple_of(16 * self.warps)
+                    || self.tile_n > 256
+                {
+                    return fail(format!(
+                        "decode warps must be 1, 2, 4 or 8 and tile_n (at most 256) a multiple of \
+                         16 keys per warp, got warps {} and tile_n {}",
+                        self.warps, self.tile_n
+                    ));
+                }
+                if self.stages < 2 {
+                    return fail("decode needs stages >= 2 (each warp's cp.async ring)".into());
+                }
+                if !self.cp_async
+                    || self.tc_pv
+                    || !self.fast_exp
+                    || !self.swizzle
+                    || self.sync != SyncPolicy::Block
+                    || self.warp_spec
+                    || self.persistent
+                {
                     return fail(
-                        "decode tiles: tile_m 16 (query rows of one kv-head group), tile_n 32..256"
+                        "decode variants load with cp.async into swizzled tiles and use \
+                         ex2.approx: flags 'cex' exactly"
                             .into(),
                     );
                 }
@@ -606,7 +635,19 @@ impl KernelSpec {
                 self.decoupled_fits()?;
                 self.check_smem(arch)
             }
-            _ => Ok(()),
+            Family::Decode
+                if !matches!(
+                    self.precision,
+                    Precision::F16 | Precision::Bf16 | Precision::Fp8KvF16 | Precision::Fp8KvBf16
+                ) =>
+            {
+                fail(format!(
+                    "the decode family takes 16-bit Q with 16-bit or E4M3 K/V, not {}",
+                    self.precision.name()
+                ))
+            }
+            Family::Decode => self.check_smem(arch),
+            Family::Reference => Ok(()),
         }
     }
 
@@ -683,7 +724,22 @@ impl KernelSpec {
         let v = &self.variant;
         let d = self.head_dim;
         match v.family {
-            Family::Reference | Family::Decode => 0,
+            Family::Reference => 0,
+            Family::Decode => {
+                // decode.cu's layout, per warp: `stages` K and V steps of tile_n / warps keys
+                // in the K/V storage type, plus a 16-bit K and V staging pair for 8-bit K/V;
+                // at least the warps' merge area (16 x d fp32 of O, 16 maxima, 16 sums).
+                let kw = v.tile_n / v.warps;
+                let es = if self.precision.kv_is_8bit() { 1 } else { 2 };
+                let staging = if self.precision.kv_is_8bit() {
+                    2 * kw * 2 * d
+                } else {
+                    0
+                };
+                let warp = v.stages * 2 * kw * d * es + staging;
+                let merge = 16 * d * 4 + 2 * 16 * 4;
+                warp.max(merge) * v.warps
+            }
             Family::Hopper => {
                 // hopper.cu's layout: Q (tile_m rows) and `stages` K and V tiles of tile_n
                 // rows, 16-bit; mbarriers, two for Q and four per stage; 1024 bytes

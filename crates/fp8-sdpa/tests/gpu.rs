@@ -387,3 +387,196 @@ fn fragment_decode_keeps_bf16_rows_of_any_magnitude() {
         check(&dev, &stream, &host, KernelChoice::Variant(v));
     }
 }
+
+/// The registered decode variants (registry.rs) on decode-shaped calls: one to 16 query
+/// rows per query head, GQA 1/4/8/32, ragged key counts up to 70k (many splits and the merge),
+/// a single key, causal with Sq > 1; 16-bit and E4M3 K/V.
+#[test]
+#[ignore = "needs a GPU"]
+fn decode_family_matches_the_cpu_reference() {
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    let variants = ["decode.m16.n64.w4.s3.b2.cex", "decode.m16.n32.w2.s4.b4.cex"];
+    // (batch, seq_q, seq_kv, heads_q, heads_kv, head_dim, causal)
+    let shapes = [
+        (3, 1, 4097, 32, 8, 128, false),
+        (2, 4, 1000, 8, 8, 128, true),
+        (1, 16, 70001, 8, 1, 64, false),
+        (4, 1, 1, 32, 1, 64, false),
+        (2, 5, 300, 8, 2, 256, true),
+        (1, 2, 1, 4, 2, 128, true),
+    ];
+    for (i, key) in variants.iter().enumerate() {
+        let variant: Variant = key.parse().unwrap();
+        for (j, &(b, sq, skv, hq, hkv, d, causal)) in shapes.iter().enumerate() {
+            let p = [
+                Precision::F16,
+                Precision::Fp8KvBf16,
+                Precision::Bf16,
+                Precision::Fp8KvF16,
+            ][(i + j) % 4];
+            let spec = KernelSpec {
+                variant,
+                precision: p,
+                head_dim: d as u32,
+                causal,
+            };
+            if spec.validate(dev.info().arch).is_err() {
+                continue; // 16-bit D256 with 4 warps is over sm_80's shared memory
+            }
+            let layout = if j % 2 == 0 {
+                Layout::Bshd
+            } else {
+                Layout::Bhsd
+            };
+            let host = case(p, (b, sq, skv, hq, hkv, d), causal, layout, 11 + j as u64);
+            let ran = check(&dev, &stream, &host, KernelChoice::Variant(variant));
+            assert_eq!(ran.variant, variant);
+        }
+    }
+}
+
+/// A paged cache (pages scattered in a pool in random order, ragged sequence lengths, page
+/// sizes 16 and 64) gives what the float64 reference gives on each sequence's own keys.
+#[test]
+#[ignore = "needs a GPU"]
+fn paged_cache_matches_the_cpu_reference() {
+    use fp8_sdpa::reference::{self, RefOutput};
+    use fp8_sdpa::runtime::{Descale, IdxRef, PagedAttention, PagedKv, VecMut, VecRef};
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    for (p, page, causal, sq) in [
+        (Precision::F16, 16usize, false, 1usize),
+        (Precision::Fp8KvBf16, 64, true, 4),
+        (Precision::Bf16, 64, false, 2),
+        (Precision::Fp8KvF16, 16, true, 1),
+    ] {
+        let (batch, hq, hkv, d) = (3usize, 8usize, 2usize, 128usize);
+        let lens = [1000usize, 17, 0];
+        let cap = lens.iter().max().unwrap().div_ceil(page) * page;
+        let host = case(p, (batch, sq, cap, hq, hkv, d), causal, Layout::Bshd, 5);
+        // Scatter: sequence b's page i goes to a random slot of a pool with spare pages.
+        let max_pages = cap / page;
+        let pages = batch * max_pages + 3;
+        let mut slots: Vec<i32> = (0..pages as i32).collect();
+        slots.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(7));
+        let table: Vec<i32> = slots[..batch * max_pages].to_vec();
+        let es = p.kv().size();
+        let row = hkv * d * es; // one token's K (or V) bytes
+        let pool = |src: &[u8]| {
+            let mut out = vec![0u8; pages * page * row];
+            for b in 0..batch {
+                for j in 0..cap {
+                    let slot = table[b * max_pages + j / page] as usize;
+                    let dst = (slot * page + j % page) * row;
+                    out[dst..dst + row].copy_from_slice(&src[(b * cap + j) * row..][..row]);
+                }
+            }
+            out
+        };
+        let k = stream.clone_htod(&pool(&host.enc[1].bytes)).unwrap();
+        let v = stream.clone_htod(&pool(&host.enc[2].bytes)).unwrap();
+        let q = stream.clone_htod(&host.enc[0].bytes).unwrap();
+        let table_d = stream.clone_htod(&table).unwrap();
+        let lens_i: Vec<i32> = lens.iter().map(|&n| n as i32).collect();
+        let lens_d = stream.clone_htod(&lens_i).unwrap();
+        let ds: Vec<_> = [1, 2]
+            .iter()
+            .map(|&i| {
+                host.enc[i]
+                    .descales
+                    .as_ref()
+                    .map(|x| stream.clone_htod(x).unwrap())
+            })
+            .collect();
+        let out_t = p.out();
+        let qd = [batch, sq, hq, d];
+        let mut o = stream
+            .alloc_zeros::<u8>(batch * sq * hq * d * out_t.size())
+            .unwrap();
+        let mut lse = stream.alloc_zeros::<f32>(batch * hq * sq).unwrap();
+        let params = AttnParams::default_for(d, causal);
+        {
+            let st: &cudarc::driver::CudaStream = &stream;
+            let pd = [pages, page, hkv, d];
+            fn descale<'a>(
+                x: &'a Option<cudarc::driver::CudaSlice<f32>>,
+                st: &'a cudarc::driver::CudaStream,
+                hkv: usize,
+            ) -> Option<Descale<'a>> {
+                x.as_ref().map(|x| Descale {
+                    values: VecRef::new(x, st),
+                    batch_stride: hkv,
+                })
+            }
+            let call = PagedAttention {
+                q: TensorRef::contiguous(&q, st, host.enc[0].dtype, qd, Layout::Bshd).unwrap(),
+                kv: PagedKv {
+                    k_cache: TensorRef::contiguous(&k, st, p.kv(), pd, Layout::Bshd).unwrap(),
+                    v_cache: TensorRef::contiguous(&v, st, p.kv(), pd, Layout::Bshd).unwrap(),
+                    block_table: IdxRef::new(&table_d, st),
+                    max_pages,
+                    seqlens_k: IdxRef::new(&lens_d, st),
+                },
+                o: TensorMut::contiguous(&mut o, st, out_t, qd, Layout::Bshd).unwrap(),
+                lse: Some(VecMut::new(&mut lse, st)),
+                k_descale: descale(&ds[0], st, hkv),
+                v_descale: descale(&ds[1], st, hkv),
+                params,
+            };
+            dev.paged_attention(st, &call, CallOptions::default())
+                .unwrap();
+        }
+        stream.synchronize().unwrap();
+        let o_host = fp8_sdpa::harness::decode_out(out_t, &stream.clone_dtoh(&o).unwrap());
+        let lse_host = stream.clone_dtoh(&lse).unwrap();
+        // The reference, sequence by sequence on its own keys.
+        let deq = |i: usize, dims: [usize; 4], heads: usize| {
+            let e = &host.enc[i];
+            reference::dequantize(e.dtype, &e.bytes, e.descales.as_deref(), dims, heads).unwrap()
+        };
+        let qf = deq(0, qd, hq);
+        let kf = deq(1, [batch, cap, hkv, d], hkv);
+        let vf = deq(2, [batch, cap, hkv, d], hkv);
+        let mut want = RefOutput {
+            o: Vec::new(),
+            lse: Vec::new(),
+        };
+        for (b, &n) in lens.iter().enumerate() {
+            let shape = AttnShape::new(1, sq, n, hq, hkv, d);
+            let qs = &qf[b * sq * hq * d..][..sq * hq * d];
+            let ks = &kf[b * cap * hkv * d..][..n * hkv * d];
+            let vs = &vf[b * cap * hkv * d..][..n * hkv * d];
+            let r = if n == 0 {
+                // No key: O = 0 and LSE = -inf by the library's convention.
+                RefOutput {
+                    o: vec![0.0; sq * hq * d],
+                    lse: vec![f64::NEG_INFINITY; hq * sq],
+                }
+            } else {
+                reference::attention(&shape, qs, ks, vs, params.scale as f64, causal).unwrap()
+            };
+            want.o.extend(r.o);
+            want.lse.extend(r.lse);
+        }
+        let got = fp8_sdpa::harness::RunOutput {
+            o: o_host,
+            lse: lse_host,
+            launched: fp8_sdpa::runtime::Launched {
+                spec: KernelSpec {
+                    variant: Variant::reference(),
+                    precision: p,
+                    head_dim: d as u32,
+                    causal,
+                },
+                grid: [0; 3],
+                block: 0,
+                smem: 0,
+            },
+        };
+        let v = judge(p, &got, &want, None, false, true).unwrap();
+        assert!(v.failures.is_empty(), "{p:?} page {page}: {:?}", v.failures);
+    }
+}

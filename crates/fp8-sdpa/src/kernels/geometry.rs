@@ -61,6 +61,15 @@ pub fn rows_per_work(spec: &KernelSpec) -> u64 {
 ///   `hq = t / m_blocks % heads_q`, `b = t / (m_blocks · heads_q)`);
 pub fn grid(spec: &KernelSpec, shape: &AttnShape, sm_count: u32, l2_bytes: u64) -> [u64; 3] {
     let v = &spec.variant;
+    if v.family == Family::Decode {
+        // decode.cu: (split, kv-head x packed row block, batch).
+        let split = decode_split(spec, shape, sm_count);
+        return [
+            split.splits as u64,
+            shape.heads_kv as u64 * decode_row_blocks(shape),
+            shape.batch as u64,
+        ];
+    }
     let m_blocks = (shape.seq_q as u64).div_ceil(rows_per_work(spec));
     if v.persistent {
         let tiles = m_blocks * shape.heads_q as u64 * shape.batch as u64;
@@ -81,6 +90,39 @@ pub fn grid(spec: &KernelSpec, shape: &AttnShape, sm_count: u32, l2_bytes: u64) 
         ]
     } else {
         [m_blocks, shape.heads_q as u64, shape.batch as u64]
+    }
+}
+
+/// Blocks of 16 packed query rows per (batch, kv-head) in the decode family: the group's
+/// query heads times the query positions (GQA packing).
+pub fn decode_row_blocks(shape: &AttnShape) -> u64 {
+    let group = (shape.heads_q / shape.heads_kv.max(1)).max(1);
+    ((shape.seq_q * group) as u64).div_ceil(16).max(1)
+}
+
+/// How the decode family splits the keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeSplit {
+    /// CTAs per (batch, kv-head, row block) along the keys.
+    pub splits: u32,
+    /// Keys per split, a multiple of the variant's `tile_n`.
+    pub split_keys: u32,
+}
+
+/// The split policy: enough CTAs for two waves of `min_blocks` CTAs per SM (so that a small
+/// batch still fills the GPU), but never a split of fewer than two key steps; `seq_kv` is the
+/// longest sequence (paged: the block table's capacity).
+pub fn decode_split(spec: &KernelSpec, shape: &AttnShape, sm_count: u32) -> DecodeSplit {
+    let tile_n = spec.variant.tile_n as u64;
+    let base = shape.batch as u64 * shape.heads_kv as u64 * decode_row_blocks(shape);
+    let steps = (shape.seq_kv as u64).div_ceil(tile_n).max(1);
+    let want = (2 * sm_count as u64 * spec.variant.min_blocks as u64).div_ceil(base.max(1));
+    let splits = want.min(steps.div_ceil(2)).max(1);
+    let split_keys = steps.div_ceil(splits) * tile_n;
+    let splits = (shape.seq_kv as u64).div_ceil(split_keys).max(1);
+    DecodeSplit {
+        splits: splits as u32,
+        split_keys: split_keys as u32,
     }
 }
 
@@ -169,5 +211,45 @@ mod tests {
         let long = AttnShape::new(4096, 8192, 8192, 1, 1, 64);
         assert_eq!(causal_batch_group(&f16, &long, 1 << 20), 5);
         assert_eq!(grid(&f16, &long, 132, 1 << 20), [1, 5, 820 * 64]);
+    }
+
+    #[test]
+    fn decode_splits_fill_the_gpu_and_cover_every_key_once() {
+        let dec = KernelSpec {
+            variant: "decode.m16.n64.w4.s3.b2.cex".parse::<Variant>().unwrap(),
+            precision: Precision::Fp8KvF16,
+            head_dim: 128,
+            causal: false,
+        };
+        // (batch, seq_q, seq_kv, heads_q, heads_kv)
+        for (b, sq, skv, hq, hkv) in [
+            (32, 1, 4096, 32, 8),
+            (1, 1, 131072, 32, 8),
+            (1, 4, 4096, 32, 32),
+            (64, 1, 32768, 32, 8),
+            (3, 16, 1, 8, 1),
+            (2, 7, 1000, 6, 2),
+        ] {
+            let shape = AttnShape::new(b, sq, skv, hq, hkv, 128);
+            let s = decode_split(&dec, &shape, 132);
+            let keys = s.split_keys as usize;
+            assert_eq!(keys % 64, 0, "{shape:?}");
+            assert!(
+                s.splits as usize * keys >= skv,
+                "{shape:?}: {s:?} misses keys"
+            );
+            assert!(
+                (s.splits as usize - 1) * keys < skv,
+                "{shape:?}: {s:?} has an empty split"
+            );
+            let g = grid(&dec, &shape, 132, 0);
+            assert_eq!(g[0], s.splits as u64);
+            assert_eq!(g[1], hkv as u64 * ((sq * (hq / hkv)) as u64).div_ceil(16));
+            assert_eq!(g[2], b as u64);
+            // A small batch against a long cache is spread over at least one wave.
+            if skv >= 65536 {
+                assert!(g[0] * g[1] * g[2] >= 132, "{shape:?}: {g:?}");
+            }
+        }
     }
 }

@@ -64,13 +64,23 @@ const HOPPER: KernelSource = KernelSource {
     entry: "sdpa_hopper",
 };
 
+const DECODE: KernelSource = KernelSource {
+    name: "decode.cu",
+    text: include_str!("decode.cu"),
+    entry: "sdpa_decode",
+};
+
+/// The decode family's second entry point in the same module: the log-sum-exp merge of the
+/// splits' partial outputs.
+pub const DECODE_MERGE_ENTRY: &str = "sdpa_decode_merge";
+
 /// The source for a family, or `None` while that family has no kernel yet.
 pub fn source(family: Family) -> Option<KernelSource> {
     match family {
         Family::Reference => Some(REFERENCE),
         Family::Portable => Some(PORTABLE),
         Family::Hopper => Some(HOPPER),
-        Family::Decode => None,
+        Family::Decode => Some(DECODE),
     }
 }
 

@@ -161,6 +161,35 @@ const HOPPER_N80: &str = "hopper.m128.n80.w12.s2.b1.w4ogex";
 /// warpgroups leave 160 registers each), so it is registered for D64 only.
 const HOPPER_M192_D64: &str = "hopper.m192.n128.w16.s2.b1.w4poex";
 
+/// Decode family (sm_80 and up): 16 packed query rows per CTA, 4 warps of 16 keys per step,
+/// a 3-stage cp.async ring per warp; and a 2-warp, 4-stage one for four CTAs per SM.
+const DECODE_N64: &str = "decode.m16.n64.w4.s3.b2.cex";
+const DECODE_N32: &str = "decode.m16.n32.w2.s4.b4.cex";
+
+/// The decode family's variant for a paged call (the only family that reads a paged cache):
+/// the 4-warp tile where its shared memory fits the arch, else the 2-warp one (16-bit D256
+/// on sm_80). Not yet tuned: both verified, neither measured for speed (issue 27).
+pub fn decode_default(arch: Arch, precision: Precision, head_dim: u32) -> Variant {
+    let spec = KernelSpec {
+        variant: v(DECODE_N64),
+        precision,
+        head_dim,
+        causal: false,
+    };
+    if spec.validate(arch).is_ok() {
+        spec.variant
+    } else {
+        v(DECODE_N32)
+    }
+}
+
+fn decode_precisions(p: Precision, _: u32) -> bool {
+    matches!(
+        p,
+        Precision::F16 | Precision::Bf16 | Precision::Fp8KvF16 | Precision::Fp8KvBf16
+    )
+}
+
 fn v(key: &str) -> Variant {
     key.parse()
         .unwrap_or_else(|e| panic!("registered variant key {key}: {e}"))
@@ -506,6 +535,9 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // Round 22, step (e): per-head-dim tiles.
     out.push((v(HOPPER_N80), sixteen_bit));
     out.push((v(HOPPER_M192_D64), |p, d| sixteen_bit(p, d) && d == 64));
+    // Decode family (issue 27): registered, verified, not yet dispatched.
+    out.push((v(DECODE_N64), decode_precisions));
+    out.push((v(DECODE_N32), decode_precisions));
     out
 }
 
@@ -553,10 +585,10 @@ mod tests {
             registered_for(Arch::Sm90a).len()
         );
         // check and verify stay a manageable size per arch (sm_90a adds the hopper family's
-        // 52 specs).
+        // 68 specs; the decode family adds 48 on both).
         for a in [Arch::Sm80, Arch::Sm90a] {
             assert!(
-                registered_for(a).len() <= 520,
+                registered_for(a).len() <= 580,
                 "{a}: {}",
                 registered_for(a).len()
             );

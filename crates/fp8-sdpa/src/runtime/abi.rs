@@ -41,6 +41,27 @@ pub struct SdpaParams {
 // SAFETY: plain-old-data with C layout, mirrored by the CUDA struct; passed by value.
 unsafe impl DeviceRepr for SdpaParams {}
 
+/// The decode family's second parameter block (`kernels/decode.cu`'s `DecodeParams`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DecodeParams {
+    /// Partial outputs, fp32 `[splits, batch, heads_q, seq_q, dim]`; 0 with one split.
+    pub o_part: u64,
+    /// Partial LSEs, fp32 `[splits, batch, heads_q, seq_q]`; 0 with one split.
+    pub lse_part: u64,
+    /// Paged K/V: i32 `[batch, max_pages]` page indices; 0 for contiguous K/V.
+    pub block_table: u64,
+    /// i32 `[batch]` keys per sequence; 0 when every sequence has `seq_kv` keys.
+    pub seqlens_k: u64,
+    pub max_pages: i32,
+    pub page_size: i32,
+    pub splits: i32,
+    pub split_keys: i32,
+}
+
+// SAFETY: plain old data, laid out as the CUDA struct (test below).
+unsafe impl DeviceRepr for DecodeParams {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +76,15 @@ mod tests {
         assert_eq!(&p.q_stride_b as *const _ as usize - base, 64);
         assert_eq!(&p.batch as *const _ as usize - base, 160);
         assert_eq!(&p.scale_log2 as *const _ as usize - base, 192);
+    }
+
+    #[test]
+    fn decode_layout_matches_the_cuda_struct() {
+        // 4 pointers + 4 ints.
+        assert_eq!(std::mem::size_of::<DecodeParams>(), 48);
+        let p = DecodeParams::default();
+        let base = &p as *const _ as usize;
+        assert_eq!(&p.max_pages as *const _ as usize - base, 32);
+        assert_eq!(&p.split_keys as *const _ as usize - base, 44);
     }
 }

@@ -124,29 +124,14 @@ impl Device {
         let call = a.describe();
         let Validated { precision, shape } = validate(&call)?;
         if opts.check_descales {
-            for (name, d) in [
-                ("Q", &a.q_descale),
-                ("K", &a.k_descale),
-                ("V", &a.v_descale),
-            ] {
-                if let Some(d) = d {
-                    let mut host = vec![0f32; d.values.len];
-                    // SAFETY: `host` holds `len` floats; the pointer is a live device buffer of
-                    // at least `len` floats (VecRef borrows it); we synchronize before reading.
-                    unsafe {
-                        cudarc::driver::result::memcpy_dtoh_async(
-                            &mut host,
-                            d.values.ptr,
-                            stream.cu_stream(),
-                        )
-                    }
-                    .map_err(Error::driver("reading descales back"))?;
-                    stream
-                        .synchronize()
-                        .map_err(Error::driver("reading descales back"))?;
-                    check_descale_values(name, &host)?;
-                }
-            }
+            check_descales(
+                stream,
+                [
+                    ("Q", &a.q_descale),
+                    ("K", &a.k_descale),
+                    ("V", &a.v_descale),
+                ],
+            )?;
         }
         let variant = match opts.kernel {
             KernelChoice::Auto => dispatch::choose(
@@ -189,56 +174,7 @@ impl Device {
             )));
         }
         let grid = [g[0] as u32, g[1] as u32, g[2] as u32];
-        let s = |t: &super::tensor::TensorDesc| {
-            [
-                t.strides[0] as i64,
-                t.strides[1] as i64,
-                t.strides[2] as i64,
-            ]
-        };
-        let (qs, ks, vs, os) = (s(&call.q), s(&call.k), s(&call.v), s(&call.o));
-        let ds = |d: &Option<Descale<'_>>| {
-            d.as_ref()
-                .map_or((0u64, 0i32), |d| (d.values.ptr, d.batch_stride as i32))
-        };
-        let params = SdpaParams {
-            q: call.q.ptr,
-            k: call.k.ptr,
-            v: call.v.ptr,
-            o: call.o.ptr,
-            lse: call.lse.map_or(0, |l| l.0),
-            q_descale: ds(&a.q_descale).0,
-            k_descale: ds(&a.k_descale).0,
-            v_descale: ds(&a.v_descale).0,
-            q_stride_b: qs[0],
-            q_stride_s: qs[1],
-            q_stride_h: qs[2],
-            k_stride_b: ks[0],
-            k_stride_s: ks[1],
-            k_stride_h: ks[2],
-            v_stride_b: vs[0],
-            v_stride_s: vs[1],
-            v_stride_h: vs[2],
-            o_stride_b: os[0],
-            o_stride_s: os[1],
-            o_stride_h: os[2],
-            batch: shape.batch as i32,
-            seq_q: shape.seq_q as i32,
-            seq_kv: shape.seq_kv as i32,
-            heads_q: shape.heads_q as i32,
-            heads_kv: shape.heads_kv as i32,
-            q_descale_stride_b: ds(&a.q_descale).1,
-            kv_descale_stride_b: ds(&a.k_descale).1,
-            scale: a.params.scale,
-            scale_log2: a.params.scale * std::f32::consts::LOG2_E,
-        };
-        if a.k_descale.as_ref().map(|d| d.batch_stride)
-            != a.v_descale.as_ref().map(|d| d.batch_stride)
-        {
-            return Err(Error::InvalidInput(
-                "K and V descales must have the same batch stride".into(),
-            ));
-        }
+        let params = sdpa_params(&call, &shape, [&a.q_descale, &a.k_descale, &a.v_descale])?;
         let cfg = LaunchConfig {
             grid_dim: (grid[0], grid[1], grid[2]),
             block_dim: (spec.variant.threads(), 1, 1),
@@ -254,6 +190,23 @@ impl Device {
         } else {
             None
         };
+        if spec.variant.family == Family::Decode {
+            super::decode::launch(
+                stream,
+                &kernel,
+                &spec,
+                &shape,
+                &params,
+                None,
+                self.info().sm_count,
+            )?;
+            return Ok(Launched {
+                spec,
+                grid,
+                block: spec.variant.threads(),
+                smem: spec.dynamic_smem_bytes(),
+            });
+        }
         let mut launch = stream.launch_builder(&kernel.function);
         launch.arg(&params);
         if let Some(maps) = &maps {
@@ -272,4 +225,93 @@ impl Device {
             smem: spec.dynamic_smem_bytes(),
         })
     }
+}
+
+/// Reads descales back and checks they are finite and > 0 (synchronizes the stream).
+pub(crate) fn check_descales(
+    stream: &CudaStream,
+    descales: [(&str, &Option<Descale<'_>>); 3],
+) -> Result<()> {
+    for (name, d) in descales {
+        if let Some(d) = d {
+            let host =
+                read_back::<f32>(stream, d.values.ptr, d.values.len, "reading descales back")?;
+            check_descale_values(name, &host)?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies `len` elements at device address `ptr` to the host (synchronizes the stream).
+pub(crate) fn read_back<T: Default + Clone + cudarc::driver::DeviceRepr>(
+    stream: &CudaStream,
+    ptr: u64,
+    len: usize,
+    what: &'static str,
+) -> Result<Vec<T>> {
+    let mut host = vec![T::default(); len];
+    // SAFETY: `host` holds `len` elements; the pointer is a live device buffer of at least
+    // `len` elements (a borrowed VecRef or IdxRef); we synchronize before reading.
+    unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut host, ptr, stream.cu_stream()) }
+        .map_err(Error::driver(what))?;
+    stream.synchronize().map_err(Error::driver(what))?;
+    Ok(host)
+}
+
+/// The kernels' parameter block for a validated call.
+pub(crate) fn sdpa_params(
+    call: &CallDesc,
+    shape: &crate::problem::AttnShape,
+    descales: [&Option<Descale<'_>>; 3],
+) -> Result<SdpaParams> {
+    let s = |t: &super::tensor::TensorDesc| {
+        [
+            t.strides[0] as i64,
+            t.strides[1] as i64,
+            t.strides[2] as i64,
+        ]
+    };
+    let (qs, ks, vs, os) = (s(&call.q), s(&call.k), s(&call.v), s(&call.o));
+    let ds = |d: &Option<Descale<'_>>| {
+        d.as_ref()
+            .map_or((0u64, 0i32), |d| (d.values.ptr, d.batch_stride as i32))
+    };
+    let params = SdpaParams {
+        q: call.q.ptr,
+        k: call.k.ptr,
+        v: call.v.ptr,
+        o: call.o.ptr,
+        lse: call.lse.map_or(0, |l| l.0),
+        q_descale: ds(descales[0]).0,
+        k_descale: ds(descales[1]).0,
+        v_descale: ds(descales[2]).0,
+        q_stride_b: qs[0],
+        q_stride_s: qs[1],
+        q_stride_h: qs[2],
+        k_stride_b: ks[0],
+        k_stride_s: ks[1],
+        k_stride_h: ks[2],
+        v_stride_b: vs[0],
+        v_stride_s: vs[1],
+        v_stride_h: vs[2],
+        o_stride_b: os[0],
+        o_stride_s: os[1],
+        o_stride_h: os[2],
+        batch: shape.batch as i32,
+        seq_q: shape.seq_q as i32,
+        seq_kv: shape.seq_kv as i32,
+        heads_q: shape.heads_q as i32,
+        heads_kv: shape.heads_kv as i32,
+        q_descale_stride_b: ds(descales[0]).1,
+        kv_descale_stride_b: ds(descales[1]).1,
+        scale: call.params.scale,
+        scale_log2: call.params.scale * std::f32::consts::LOG2_E,
+    };
+    if descales[1].as_ref().map(|d| d.batch_stride) != descales[2].as_ref().map(|d| d.batch_stride)
+    {
+        return Err(Error::InvalidInput(
+            "K and V descales must have the same batch stride".into(),
+        ));
+    }
+    Ok(params)
 }

@@ -47,7 +47,16 @@ pub struct LoadedKernel {
     /// The compile result (resources, log, origin).
     pub compiled: Compiled,
     pub(crate) function: CudaFunction,
-    _module: Arc<CudaModule>,
+    module: Arc<CudaModule>,
+}
+
+impl LoadedKernel {
+    /// Another entry point of the same module (the decode family's merge kernel).
+    pub(crate) fn sibling(&self, name: &str) -> Result<CudaFunction> {
+        self.module
+            .load_function(name)
+            .map_err(Error::driver(format!("finding {name}")))
+    }
 }
 
 /// An open GPU.
@@ -204,7 +213,7 @@ impl Device {
         let loaded = Arc::new(LoadedKernel {
             compiled,
             function,
-            _module: module,
+            module,
         });
         self.kernels
             .lock()

@@ -3,7 +3,9 @@
 
 pub mod abi;
 pub mod attention;
+pub(crate) mod decode;
 pub mod device;
+pub mod paged;
 pub mod quantize;
 pub mod tensor;
 pub mod tma;
@@ -11,4 +13,5 @@ pub mod validate;
 
 pub use attention::{Attention, CallOptions, Descale, KernelChoice, Launched};
 pub use device::{Device, DeviceInfo, LoadedKernel};
-pub use tensor::{TensorDesc, TensorMut, TensorRef, VecMut, VecRef};
+pub use paged::{PagedAttention, PagedKv};
+pub use tensor::{IdxRef, TensorDesc, TensorMut, TensorRef, VecMut, VecRef};

@@ -42,6 +42,26 @@ pub struct VecRef<'a> {
     _sync: SyncOnDrop<'a>,
 }
 
+/// A read-only i32 vector on the device (a paged cache's block table and sequence lengths).
+pub struct IdxRef<'a> {
+    pub(crate) ptr: u64,
+    pub(crate) len: usize,
+    _sync: SyncOnDrop<'a>,
+}
+
+impl<'a> IdxRef<'a> {
+    /// An i32 vector.
+    pub fn new<S: DevicePtr<i32>>(slice: &'a S, stream: &'a CudaStream) -> IdxRef<'a> {
+        let len = slice.len();
+        let (ptr, sync) = slice.device_ptr(stream);
+        IdxRef {
+            ptr,
+            len,
+            _sync: sync,
+        }
+    }
+}
+
 /// A writable fp32 vector on the device (log-sum-exp).
 pub struct VecMut<'a> {
     pub(crate) ptr: u64,

@@ -63,6 +63,11 @@ fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
 }
 
 fn check_tensor(name: &str, t: &TensorDesc) -> Result<()> {
+    check_tensor_limits(name, t, true)
+}
+
+/// `grid`: the tensor's batch and heads become grid dims (a paged cache's pages do not).
+fn check_tensor_limits(name: &str, t: &TensorDesc, grid: bool) -> Result<()> {
     let [b, s, h, d] = t.shape;
     if b == 0 || s == 0 || h == 0 || d == 0 {
         return bad(format!(
@@ -98,7 +103,7 @@ fn check_tensor(name: &str, t: &TensorDesc) -> Result<()> {
             t.bytes
         ));
     }
-    if s > i32::MAX as usize || b > 65535 || h > 65535 {
+    if s > i32::MAX as usize || (grid && b > 65535) || h > 65535 || b > i32::MAX as usize {
         return bad(format!(
             "{name}'s shape {:?} exceeds the launch limits (batch and heads <= 65535, seq < 2^31)",
             t.shape
@@ -107,8 +112,33 @@ fn check_tensor(name: &str, t: &TensorDesc) -> Result<()> {
     Ok(())
 }
 
+/// A paged K/V cache's table as validation sees it: K and V of the call are then the page
+/// pools `[pages, page_size, heads_kv, dim]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PagedDesc {
+    /// Device address and length (i32 elements) of the block table `[batch, max_pages]`.
+    pub block_table: (u64, usize),
+    /// Pages per sequence in the block table.
+    pub max_pages: usize,
+    /// Device address and length of `seqlens_k` `[batch]`.
+    pub seqlens_k: (u64, usize),
+}
+
+/// Page sizes the paged cache accepts (tokens per page).
+pub const PAGE_SIZES: std::ops::RangeInclusive<usize> = 16..=256;
+
 /// Checks a call; returns its precision and shape.
 pub fn validate(c: &CallDesc) -> Result<Validated> {
+    validate_kv(c, None)
+}
+
+/// Checks a call over a paged K/V cache (`c.k`, `c.v` are the page pools); the shape's
+/// `seq_kv` is the table's capacity, `max_pages * page_size`.
+pub fn validate_paged(c: &CallDesc, paged: &PagedDesc) -> Result<Validated> {
+    validate_kv(c, Some(paged))
+}
+
+fn validate_kv(c: &CallDesc, paged: Option<&PagedDesc>) -> Result<Validated> {
     let (q, k, v, o) = (&c.q, &c.k, &c.v, &c.o);
     let Some(precision) = Precision::from_types(q.dtype, k.dtype) else {
         return bad(format!(
@@ -129,11 +159,18 @@ pub fn validate(c: &CallDesc) -> Result<Validated> {
             o.dtype
         ));
     }
-    for (n, t) in [("Q", q), ("K", k), ("V", v), ("O", o)] {
+    for (n, t) in [("Q", q), ("O", o)] {
         check_tensor(n, t)?;
     }
+    let (kn, vn) = if paged.is_some() {
+        ("K cache", "V cache")
+    } else {
+        ("K", "V")
+    };
+    check_tensor_limits(kn, k, paged.is_none())?;
+    check_tensor_limits(vn, v, paged.is_none())?;
     let [batch, seq_q, heads_q, d] = q.shape;
-    let [kb, seq_kv, heads_kv, kd] = k.shape;
+    let [kb, mut seq_kv, heads_kv, kd] = k.shape;
     if k.shape != v.shape {
         return bad(format!(
             "K shape {:?} and V shape {:?} differ",
@@ -146,8 +183,47 @@ pub fn validate(c: &CallDesc) -> Result<Validated> {
             o.shape, q.shape
         ));
     }
-    if kb != batch {
-        return bad(format!("Q batch {batch} and K/V batch {kb} differ"));
+    match paged {
+        None if kb != batch => {
+            return bad(format!("Q batch {batch} and K/V batch {kb} differ"));
+        }
+        None => {}
+        Some(p) => {
+            let page_size = seq_kv;
+            if !PAGE_SIZES.contains(&page_size) {
+                return bad(format!(
+                    "page size {page_size} (the caches' second dim) must be {}..={} tokens",
+                    PAGE_SIZES.start(),
+                    PAGE_SIZES.end()
+                ));
+            }
+            if p.max_pages == 0 || p.block_table.1 != batch * p.max_pages {
+                return bad(format!(
+                    "the block table holds {} entries but needs batch x max_pages = {batch} x {} \
+                     (max_pages >= 1)",
+                    p.block_table.1, p.max_pages
+                ));
+            }
+            if p.seqlens_k.1 != batch {
+                return bad(format!(
+                    "seqlens_k holds {} entries but needs one per sequence ({batch})",
+                    p.seqlens_k.1
+                ));
+            }
+            if p.block_table.0 % 4 != 0 || p.seqlens_k.0 % 4 != 0 {
+                return bad("block table and seqlens_k must be 4-byte aligned i32 arrays".into());
+            }
+            seq_kv = p
+                .max_pages
+                .checked_mul(page_size)
+                .filter(|&n| n <= i32::MAX as usize)
+                .ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "max_pages {} x page size {page_size} exceeds 2^31 keys",
+                        p.max_pages
+                    ))
+                })?;
+        }
     }
     if kd != d {
         return bad(format!("Q head dim {d} and K/V head dim {kd} differ"));
@@ -171,7 +247,21 @@ pub fn validate(c: &CallDesc) -> Result<Validated> {
         ));
     }
     let o_span = span(o);
-    for (n, t) in [("Q", q), ("K", k), ("V", v)] {
+    if let Some(p) = paged {
+        for (n, (ptr, len)) in [
+            ("the block table", p.block_table),
+            ("seqlens_k", p.seqlens_k),
+        ] {
+            let t = (ptr, ptr + 4 * len as u64);
+            let lse = c.lse.map(|(l, n)| (l, l + 4 * n as u64));
+            if overlaps(o_span, t) || lse.is_some_and(|l| overlaps(l, t)) {
+                return bad(format!(
+                    "O or LSE overlaps {n}; inputs are never modified, so give the outputs their own buffers"
+                ));
+            }
+        }
+    }
+    for (n, t) in [("Q", q), (kn, k), (vn, v)] {
         if overlaps(o_span, span(t)) {
             return bad(format!(
                 "O overlaps {n}; inputs are never modified, so give O its own buffer"
@@ -231,6 +321,41 @@ pub fn validate(c: &CallDesc) -> Result<Validated> {
         }
     }
     Ok(Validated { precision, shape })
+}
+
+/// Checks a paged cache's block table (`[batch, max_pages]`) and sequence lengths read back
+/// from the device: every length within the table's capacity, and every page a sequence
+/// uses an index into the `pages` of the caches. Returns the longest sequence.
+pub fn check_page_table(
+    table: &[i32],
+    seqlens: &[i32],
+    max_pages: usize,
+    page_size: usize,
+    pages: usize,
+) -> Result<usize> {
+    let capacity = max_pages * page_size;
+    let mut longest = 0;
+    for (b, &len) in seqlens.iter().enumerate() {
+        if len < 0 || len as usize > capacity {
+            return bad(format!(
+                "seqlens_k[{b}] = {len} is outside 0..={capacity} (max_pages {max_pages} x page \
+                 size {page_size})"
+            ));
+        }
+        let len = len as usize;
+        longest = longest.max(len);
+        for i in 0..len.div_ceil(page_size) {
+            let page = table.get(b * max_pages + i).copied().unwrap_or(-1);
+            if page < 0 || page as usize >= pages {
+                return bad(format!(
+                    "block_table[{b}][{i}] = {page} is not a page of the caches (0..{pages}); \
+                     sequence {b} holds {len} keys, so its first {} entries must be valid",
+                    len.div_ceil(page_size)
+                ));
+            }
+        }
+    }
+    Ok(longest)
 }
 
 /// Checks descale values read back from the device: finite and > 0.
@@ -377,5 +502,131 @@ mod tests {
             .contains("descale[1] = 0"));
         assert!(check_descale_values("K", &[f32::NAN]).is_err());
         assert!(check_descale_values("K", &[0.5, 2.0]).is_ok());
+    }
+
+    /// Q [3, 1, 8, 128] against 40 pages of 64 tokens, 5 pages per sequence.
+    fn paged_call() -> (CallDesc, PagedDesc) {
+        let g = 1 << 30;
+        let c = CallDesc {
+            q: t(g, DType::F16, [3, 1, 8, 128]),
+            k: t(2 * g, DType::F16, [40, 64, 2, 128]),
+            v: t(3 * g, DType::F16, [40, 64, 2, 128]),
+            o: t(4 * g, DType::F16, [3, 1, 8, 128]),
+            lse: None,
+            descales: [None, None, None],
+            params: AttnParams {
+                scale: 0.1,
+                causal: false,
+            },
+        };
+        let p = PagedDesc {
+            block_table: (5 * g, 15),
+            max_pages: 5,
+            seqlens_k: (6 * g, 3),
+        };
+        (c, p)
+    }
+
+    #[test]
+    fn a_paged_call_is_checked_against_its_table() {
+        let (c, p) = paged_call();
+        let v = validate_paged(&c, &p).unwrap();
+        // The cache's page count is not the batch; seq_kv is the table's capacity.
+        assert_eq!((v.shape.batch, v.shape.seq_kv), (3, 320));
+        let bad = |c: &CallDesc, p: &PagedDesc| validate_paged(c, p).unwrap_err().to_string();
+        let mut q = p;
+        q.block_table.1 = 14;
+        assert!(
+            bad(&c, &q).contains("block table holds 14 entries"),
+            "{}",
+            bad(&c, &q)
+        );
+        let mut q = p;
+        q.seqlens_k.1 = 2;
+        assert!(bad(&c, &q).contains("seqlens_k holds 2"));
+        let mut q = p;
+        q.max_pages = 0;
+        assert!(bad(&c, &q).contains("max_pages >= 1"));
+        let mut d = c;
+        d.k = t(2 << 30, DType::F16, [40, 8, 2, 128]);
+        d.v = d.k;
+        d.v.ptr = 3 << 30;
+        assert!(bad(&d, &p).contains("page size 8"));
+        let mut d = c;
+        d.o.ptr = p.block_table.0;
+        assert!(bad(&d, &p).contains("overlaps the block table"));
+        let mut d = c;
+        d.k.dtype = DType::E4m3;
+        d.v.dtype = DType::E4m3;
+        assert!(bad(&d, &p).contains("needs a descale"));
+        // More pages than a grid dim holds are fine for a cache.
+        let mut d = c;
+        d.k = t(2 << 30, DType::F16, [70000, 16, 2, 128]);
+        d.v = t(3 << 30, DType::F16, [70000, 16, 2, 128]);
+        d.o.ptr = 1 << 40;
+        let mut q = p;
+        q.block_table.0 = 1 << 41;
+        q.seqlens_k.0 = 1 << 42;
+        assert!(
+            validate_paged(&d, &q).is_ok(),
+            "{:?}",
+            validate_paged(&d, &q)
+        );
+        // The contiguous path still refuses a K/V batch unlike Q's.
+        assert!(validate(&c).unwrap_err().to_string().contains("batch"));
+    }
+
+    #[test]
+    fn page_tables_are_checked_entry_by_entry() {
+        // 3 sequences, 4 pages each of 16 tokens, 10 pages in the pool.
+        let table = [0, 1, 2, 3, 4, 5, -7, 99, 9, 8, 7, 6];
+        assert_eq!(
+            check_page_table(&table, &[64, 32, 1], 4, 16, 10).unwrap(),
+            64
+        );
+        // Unused entries may hold anything.
+        assert_eq!(
+            check_page_table(&table, &[0, 32, 64], 4, 16, 10).unwrap(),
+            64
+        );
+        let e = check_page_table(&table, &[64, 33, 1], 4, 16, 10)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("block_table[1][2] = -7"), "{e}");
+        let e = check_page_table(&table, &[65, 1, 1], 4, 16, 10)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("seqlens_k[0] = 65 is outside 0..=64"), "{e}");
+        let e = check_page_table(&table, &[1, 1, -1], 4, 16, 10)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("seqlens_k[2] = -1"), "{e}");
+        let e = check_page_table(&table, &[64, 1, 1], 4, 16, 3)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("block_table[0][3] = 3 is not a page"), "{e}");
+    }
+
+    proptest::proptest! {
+        /// Whatever the table holds, the check either accepts it with every used entry in
+        /// range or names an entry or length: it never panics.
+        #[test]
+        fn page_table_check_never_panics(
+            table in proptest::collection::vec(-3i32..12, 0..40),
+            lens in proptest::collection::vec(-2i32..80, 0..6),
+            max_pages in 0usize..6,
+            page_size in 1usize..20,
+            pages in 0usize..12,
+        ) {
+            if let Ok(longest) = check_page_table(&table, &lens, max_pages, page_size, pages) {
+                for (b, &n) in lens.iter().enumerate() {
+                    proptest::prop_assert!(n >= 0 && n as usize <= longest);
+                    for i in 0..(n as usize).div_ceil(page_size) {
+                        let e = table[b * max_pages + i];
+                        proptest::prop_assert!(e >= 0 && (e as usize) < pages);
+                    }
+                }
+            }
+        }
     }
 }

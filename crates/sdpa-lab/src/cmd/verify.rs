@@ -3,13 +3,13 @@
 //! several seeds and input distributions; output and LSE poisoned before each run; every
 //! element checked; inputs checked unchanged. Plus the exhaustive FP8 codec checks.
 
-use fp8_sdpa::cases::{verify_shapes, CaseSpec, HostCase};
+use fp8_sdpa::cases::{decode_verify_shapes, verify_shapes, CaseSpec, HostCase};
 use fp8_sdpa::codec_check;
 use fp8_sdpa::harness::{judge, seeds_gate_applies, DeviceCase, Verdict};
 use fp8_sdpa::inputs::Distribution;
 use fp8_sdpa::kernels::registry;
 use fp8_sdpa::runtime::{CallOptions, KernelChoice};
-use fp8_sdpa::{AttnParams, AttnShape, KernelSpec, Layout, Precision};
+use fp8_sdpa::{AttnParams, AttnShape, Family, KernelSpec, Layout, Precision};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -140,10 +140,22 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
             .1
             .push(*s);
     }
-    let shapes = verify_shapes(a.quick);
+    // (shape, decode family only)
+    let shapes: Vec<_> = verify_shapes(a.quick)
+        .into_iter()
+        .map(|s| (s, false))
+        .chain(decode_verify_shapes(a.quick).into_iter().map(|s| (s, true)))
+        .collect();
+    let runs_on = |spec: &KernelSpec, decode_only: bool| {
+        !decode_only || spec.variant.family == Family::Decode
+    };
     let seeds = if a.quick { a.seeds.min(2) } else { a.seeds };
-    let total: u64 =
-        groups.values().map(|(_, v)| v.len() as u64).sum::<u64>() * shapes.len() as u64 * seeds;
+    let total: u64 = groups
+        .values()
+        .flat_map(|(_, g)| g.iter())
+        .map(|s| shapes.iter().filter(|(_, d)| runs_on(s, *d)).count() as u64)
+        .sum::<u64>()
+        * seeds;
     let bar = ProgressBar::new(total);
     bar.set_style(
         ProgressStyle::with_template(
@@ -153,7 +165,12 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
     );
     let mut runs = Vec::new();
     for ((_, d, causal), (precision, group)) in &groups {
-        for (si, &(batch, seq_q, seq_kv, heads_q, heads_kv)) in shapes.iter().enumerate() {
+        for (si, &((batch, seq_q, seq_kv, heads_q, heads_kv), decode_only)) in
+            shapes.iter().enumerate()
+        {
+            if !group.iter().any(|s| runs_on(s, decode_only)) {
+                continue;
+            }
             for seed in 0..seeds {
                 let case = CaseSpec {
                     shape: AttnShape::new(batch, seq_q, seq_kv, heads_q, heads_kv, *d as usize),
@@ -181,7 +198,7 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
                     None
                 };
                 let mut dcase = DeviceCase::upload(&stream, &host)?;
-                for spec in group {
+                for spec in group.iter().filter(|s| runs_on(s, decode_only)) {
                     let opts = CallOptions {
                         kernel: KernelChoice::Variant(spec.variant),
                         check_descales: true,

@@ -1,0 +1,326 @@
+// Decode family (sm_80 and up): few query rows against a long KV cache, split over CTAs.
+//
+// A CTA owns 16 packed query rows of one (batch, kv-head): row r is query position
+// r / GROUP of query head hkv * GROUP + r % GROUP (GQA packing: K/V are read once per group),
+// and one split of the keys. Its warps split the keys again: in key block i (TILE_N keys) warp
+// w takes keys [i * TILE_N + w * KW, + KW) and runs a private pipeline over them (its own
+// cp.async ring, no block barrier in the loop), with its own running max, sum and O. At the
+// end the warps merge through shared memory; the CTA writes O and the LSE directly (one
+// split) or its split's partial O (fp32, normalized) and LSE for `sdpa_decode_merge`.
+//
+// K/V come contiguous ([batch, seq, heads_kv, dim] through strides) or paged (a page table
+// [batch, max_pages] of page indices into [pages, page_size, heads_kv, dim]); per-sequence
+// key counts come from `seqlens_k` when given. 8-bit K/V (E4M3) land in the ring as bytes and
+// each warp decodes its own rows into a 16-bit staging tile before ldmatrix; their descales
+// fold into the softmax scale (K) and the epilogue (V).
+#include "types.cuh"
+#include "softmax.cuh"
+#include "mma_sm80.cuh"
+#include "abi.cuh"
+
+typedef SDPA_Q_T T;       // Q and compute type (fp16 or bf16)
+typedef SDPA_KV_T KvT;    // K/V storage: T or e4m3_t
+typedef SDPA_O_T OutT;
+
+// The constants live in a namespace: under --device-as-default-execution-space a global-scope
+// constexpr is a device global, and a global named SMEM collided with a symbol ptxas resolves
+// at load time, so the driver rewrote the offsets of every shared-memory access (run 118).
+namespace dcfg {
+constexpr int D = SDPA_HEAD_DIM;
+constexpr int WARPS = SDPA_WARPS;
+constexpr int TILE_N = SDPA_TILE_N;           // keys per CTA step
+constexpr int KW = TILE_N / WARPS;            // keys per warp step
+constexpr int STAGES = SDPA_STAGES;
+constexpr bool KV8 = sizeof(KvT) == 1;
+static_assert(SDPA_TILE_M == 16, "one m16 row tile per CTA");
+static_assert(KW % 16 == 0 && STAGES >= 2, "warp steps of whole k16 fragments, a real ring");
+static_assert(Same<T, half_t>::value || Same<T, bf16_t>::value, "16-bit Q");
+
+// Shared memory per warp: the ring (K then V per stage), then, for 8-bit K/V, the 16-bit
+// staging pair. 16-bit rows are swizzled Tile16 rows (2D bytes); 8-bit ring rows are plain.
+typedef Tile16<2 * D, true> Tile;
+constexpr u32 RAW_ROW = D * sizeof(KvT);
+constexpr u32 RAW_TILE = KW * RAW_ROW;                    // one K or V step of one warp
+constexpr u32 STAGE_BYTES = 2 * RAW_TILE;
+constexpr u32 STAGING = KV8 ? 2 * KW * 2 * D : 0;
+constexpr u32 WARP_BYTES = STAGES * STAGE_BYTES + STAGING;
+// After the loop the same memory holds each warp's O (16 x D fp32) and row max / sum.
+constexpr u32 MERGE_BYTES = 16 * D * 4 + 2 * 16 * 4;
+constexpr u32 SMEM = (WARP_BYTES > MERGE_BYTES ? WARP_BYTES : MERGE_BYTES) * WARPS;
+static_assert(SMEM == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
+}  // namespace dcfg
+using namespace dcfg;
+
+struct DecodeParams {
+    float* o_part;            // [splits, batch, heads_q, seq_q, D] fp32, null with one split
+    float* lse_part;          // [splits, batch, heads_q, seq_q] natural log
+    const int* block_table;   // [batch, max_pages] or null (contiguous K/V)
+    const int* seqlens_k;     // [batch] or null (every sequence has seq_kv keys)
+    int max_pages, page_size; // paged: K/V's batch stride is the page stride
+    int splits, split_keys;   // keys per split: a multiple of TILE_N
+};
+
+// Element offset of key `key` of sequence `b`, kv-head `h` in K (or V, same strides).
+__device__ __forceinline__ i64 kv_offset(const DecodeParams& d, i64 sb, i64 ss, i64 sh, int b, int key, int h) {
+    if (d.block_table) {
+        const int page = d.block_table[i64(b) * d.max_pages + key / d.page_size];
+        return page * sb + (key % d.page_size) * ss + h * sh;
+    }
+    return b * sb + key * ss + h * sh;
+}
+
+// Issues one warp step's K and V copies (keys [key0, key0 + KW), zero-filled past `end`).
+__device__ __forceinline__ void load_step(const SdpaParams& p, const DecodeParams& d, u32 dst, int b, int hkv,
+                                          int key0, int end, int lane) {
+    constexpr int CPR = RAW_ROW / 16;  // 16-byte chunks per row
+#pragma unroll
+    for (int c = lane; c < KW * CPR; c += 32) {
+        const int row = c / CPR, chunk = c % CPR, key = key0 + row;
+        const bool ok = key < end;
+        const int kk = ok ? key : 0;
+        const u32 at = KV8 ? u32(row * RAW_ROW + chunk * 16) : Tile::off(row, chunk);
+        const KvT* k = reinterpret_cast<const KvT*>(p.k) + kv_offset(d, p.k_stride_b, p.k_stride_s, p.k_stride_h, b, kk, hkv);
+        const KvT* v = reinterpret_cast<const KvT*>(p.v) + kv_offset(d, p.v_stride_b, p.v_stride_s, p.v_stride_h, b, kk, hkv);
+        cp_async16(dst + at, reinterpret_cast<const u8*>(k) + chunk * 16, ok);
+        cp_async16(dst + RAW_TILE + at, reinterpret_cast<const u8*>(v) + chunk * 16, ok);
+    }
+}
+
+// 8-bit K/V: the warp decodes its landed step into the 16-bit staging tiles. (A template,
+// so that 16-bit builds never instantiate the 8-bit decode.)
+template <bool ON> __device__ __forceinline__ void stage_step(u32 raw, u32 staging, int lane) {
+    if constexpr (ON) {
+        constexpr int CPR = RAW_ROW / 16;
+#pragma unroll
+        for (int c = lane; c < 2 * KW * CPR; c += 32) {
+            const int t = c / (KW * CPR), row = (c / CPR) % KW, chunk = c % CPR;
+            u32x4 lo, hi;
+            decode16<KvT, T>(lds16(raw + t * RAW_TILE + row * RAW_ROW + chunk * 16), lo, hi);
+            const u32 tile = staging + t * KW * 2 * D;
+            sts16(tile + Tile::off(row, 2 * chunk), lo);
+            sts16(tile + Tile::off(row, 2 * chunk + 1), hi);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, SDPA_MIN_BLOCKS)
+sdpa_decode(const __grid_constant__ SdpaParams p, const __grid_constant__ DecodeParams d) {
+    extern __shared__ __align__(128) u8 smem_raw[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+    const int group = p.heads_q / p.heads_kv, rows = p.seq_q * group;
+    const int row_blocks = (rows + 15) / 16;
+    const int split = blockIdx.x, hkv = blockIdx.y / row_blocks, row0 = (blockIdx.y % row_blocks) * 16;
+    const int b = blockIdx.z;
+    const int n_keys = d.seqlens_k ? d.seqlens_k[b] : p.seq_kv;
+    const int begin = split * d.split_keys, end = min(n_keys, begin + d.split_keys);
+    float kd = 1.f, vd = 1.f;
+    if constexpr (KV8) {
+        const int i = b * p.kv_descale_stride_b + hkv;
+        kd = p.k_descale[i];
+        vd = p.v_descale[i];
+    }
+    const float sl2 = p.scale_log2 * kd;
+
+    // This lane's two rows (g, g + 8): query position, head, and the first invisible key.
+    int pos[2], head[2], limit[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int row = row0 + g + 8 * r;
+        pos[r] = row / group;
+        head[r] = hkv * group + row % group;
+        limit[r] = row < rows ? end : begin;  // padding rows see nothing
+#if SDPA_CAUSAL
+        limit[r] = min(limit[r], pos[r] + n_keys - p.seq_q + 1);  // bottom-right
+#endif
+    }
+
+    // Q as m16n8k16 A fragments, straight from global (read once per CTA).
+    u32 qa[D / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int r = i & 1, col = 16 * kk + 2 * t4 + 8 * (i >> 1);
+            const bool ok = row0 + g + 8 * r < rows;
+            const T* q = reinterpret_cast<const T*>(p.q) + b * p.q_stride_b + (ok ? pos[r] : 0) * p.q_stride_s +
+                         (ok ? head[r] : 0) * p.q_stride_h + col;
+            qa[kk][i] = ok ? *reinterpret_cast<const u32*>(q) : 0u;
+        }
+
+    const u32 base = smem_u32(smem_raw) + warp * WARP_BYTES;
+    const u32 staging = base + STAGES * STAGE_BYTES;
+    const int steps = end > begin ? (end - begin + TILE_N - 1) / TILE_N : 0;
+    auto key0_of = [&](int i) { return begin + i * TILE_N + warp * KW; };
+#pragma unroll
+    for (int i = 0; i < STAGES - 1; ++i) {
+        if (i < steps) load_step(p, d, base + i * STAGE_BYTES, b, hkv, key0_of(i), end, lane);
+        cp_async_commit();
+    }
+
+    float o[D / 8][4], m[2] = {-SDPA_INF, -SDPA_INF}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+    const LaneAddr<Tile> k_addr((lane % 8) + 8 * (lane / 16), (lane / 8) % 2);
+    const LaneAddr<Tile> v_addr((lane % 8) + 8 * ((lane / 8) % 2), lane / 16);
+
+    for (int i = 0; i < steps; ++i) {
+        cp_async_wait<STAGES - 2>();
+        __syncwarp();
+        {   // refill the slot computed in the previous step
+            const int next = i + STAGES - 1;
+            if (next < steps) load_step(p, d, base + (next % STAGES) * STAGE_BYTES, b, hkv, key0_of(next), end, lane);
+            cp_async_commit();
+        }
+        u32 k_tile = base + (i % STAGES) * STAGE_BYTES, v_tile = k_tile + RAW_TILE;
+        if constexpr (KV8) {
+            stage_step<KV8>(k_tile, staging, lane);
+            __syncwarp();
+            k_tile = staging;
+            v_tile = staging + KW * 2 * D;
+        }
+        const int key0 = key0_of(i);
+
+        // S = Q.K^T over this warp's KW keys: KW / 8 accumulators of 16 x 8.
+        float s[KW / 8][4];
+#pragma unroll
+        for (int n = 0; n < KW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+            for (int n = 0; n < KW / 16; ++n) {
+                u32 kb[4];
+                ldmatrix_x4(kb, k_addr.at(k_tile, 16 * n, 2 * kk));
+                Mma<T>::run(s[2 * n], qa[kk], kb[0], kb[1]);
+                Mma<T>::run(s[2 * n + 1], qa[kk], kb[2], kb[3]);
+            }
+
+        // Mask, then the online softmax in base 2 (row r of this lane: g + 8r).
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = m[r];
+#pragma unroll
+            for (int n = 0; n < KW / 8; ++n)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    float& x = s[n][2 * r + e];
+                    if (key0 + 8 * n + 2 * t4 + e >= limit[r]) x = -SDPA_INF;
+                    mx = fmaxf(mx, x);
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float ms = mx == -SDPA_INF ? 0.f : mx * sl2;
+            alpha[r] = exp2_fast(m[r] * sl2 - ms);
+            m[r] = mx;
+            float sum = 0.f;
+#pragma unroll
+            for (int n = 0; n < KW / 8; ++n)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    float& x = s[n][2 * r + e];
+                    x = exp2_fast(fmaf(x, sl2, -ms));
+                    sum += x;
+                }
+            l[r] = l[r] * alpha[r] + sum;
+        }
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[j][e] *= alpha[e >> 1];
+
+        // O += P.V: P's accumulators are the A fragments of KW / 16 k16 steps.
+#pragma unroll
+        for (int kk = 0; kk < KW / 16; ++kk) {
+            const u32 pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                               pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                               pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int j = 0; j < D / 16; ++j) {
+                u32 vb[4];
+                ldmatrix_x4_trans(vb, v_addr.at(v_tile, 16 * kk, 2 * j));
+                Mma<T>::run(o[2 * j], pa, vb[0], vb[1]);
+                Mma<T>::run(o[2 * j + 1], pa, vb[2], vb[3]);
+            }
+        }
+        __syncwarp();  // every lane is done with the slot before it is refilled
+    }
+    cp_async_wait<0>();
+
+    // ---- merge the warps: each stores O (16 x D fp32), m and l; then every thread takes
+    // columns of the 16 rows.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+    __syncthreads();  // every warp's ring is idle: the memory becomes the merge area
+    const u32 mine = smem_u32(smem_raw) + warp * MERGE_BYTES;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+            sts_f32x2(mine + ((g + 8 * r) * D + 8 * j + 2 * t4) * 4, o[j][2 * r], o[j][2 * r + 1]);
+    if (t4 == 0)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            sts_f32(mine + 16 * D * 4 + (g + 8 * r) * 4, m[r]);
+            sts_f32(mine + 16 * D * 4 + 64 + (g + 8 * r) * 4, l[r]);
+        }
+    __syncthreads();
+    const u32 all = smem_u32(smem_raw);
+    for (int e = threadIdx.x; e < 16 * D; e += WARPS * 32) {
+        const int row = e / D, col = e % D, rr = row0 + row;
+        if (rr >= rows) continue;
+        float mx = -SDPA_INF;
+        for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, lds_f32(all + w * MERGE_BYTES + 16 * D * 4 + row * 4));
+        const float ms = mx == -SDPA_INF ? 0.f : mx * sl2;
+        float sum = 0.f, acc = 0.f;
+        for (int w = 0; w < WARPS; ++w) {
+            const u32 at = all + w * MERGE_BYTES;
+            const float f = exp2_fast(lds_f32(at + 16 * D * 4 + row * 4) * sl2 - ms);
+            sum += lds_f32(at + 16 * D * 4 + 64 + row * 4) * f;
+            acc += lds_f32(at + (row * D + col) * 4) * f;
+        }
+        const int ps = rr / group, hq = hkv * group + rr % group;
+        const float out = sum > 0.f ? acc / sum * vd : 0.f;
+        const float lse = sum > 0.f ? (ms + __log2f(sum)) * 0.69314718055994531f : -SDPA_INF;
+        const i64 row_id = (i64(b) * p.heads_q + hq) * p.seq_q + ps;  // [batch, heads_q, seq_q]
+        if (d.splits == 1) {
+            OutT* dst = reinterpret_cast<OutT*>(p.o) + b * p.o_stride_b + ps * p.o_stride_s + hq * p.o_stride_h + col;
+            *dst = from_float<OutT>(out);
+            if (p.lse && col == 0) p.lse[row_id] = lse;
+        } else {
+            const i64 part = i64(split) * p.batch * p.heads_q * p.seq_q + row_id;
+            d.o_part[part * D + col] = out;
+            if (col == 0) d.lse_part[part] = lse;
+        }
+    }
+}
+
+// Merges the splits' partial outputs by log-sum-exp: one warp per (batch, head, query) row.
+extern "C" __global__ void __launch_bounds__(128)
+sdpa_decode_merge(const __grid_constant__ SdpaParams p, const __grid_constant__ DecodeParams d) {
+    const i64 rows = i64(p.batch) * p.heads_q * p.seq_q;
+    const i64 row_id = i64(blockIdx.x) * 4 + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row_id >= rows) return;
+    const i64 stride = rows;  // between splits
+    float mx = -SDPA_INF;
+    for (int s = 0; s < d.splits; ++s) mx = fmaxf(mx, d.lse_part[s * stride + row_id]);
+    const float ms = mx == -SDPA_INF ? 0.f : mx;
+    float acc[D / 32], sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < D / 32; ++i) acc[i] = 0.f;
+    for (int s = 0; s < d.splits; ++s) {
+        const float w = __expf(d.lse_part[s * stride + row_id] - ms);
+        sum += w;
+        const float* src = d.o_part + (s * stride + row_id) * D;
+#pragma unroll
+        for (int i = 0; i < D / 32; ++i) acc[i] += w * src[lane + 32 * i];
+    }
+    const int ps = int(row_id % p.seq_q), hq = int(row_id / p.seq_q % p.heads_q), b = int(row_id / (i64(p.seq_q) * p.heads_q));
+    OutT* dst = reinterpret_cast<OutT*>(p.o) + b * p.o_stride_b + ps * p.o_stride_s + hq * p.o_stride_h;
+#pragma unroll
+    for (int i = 0; i < D / 32; ++i) dst[lane + 32 * i] = from_float<OutT>(sum > 0.f ? acc[i] / sum : 0.f);
+    if (p.lse && lane == 0) p.lse[row_id] = sum > 0.f ? ms + __logf(sum) : -SDPA_INF;
+}

@@ -1,0 +1,127 @@
+//! The decode family's launch: the split-KV kernel, then (with more than one split) the
+//! log-sum-exp merge of the splits' partial outputs, both on the caller's stream, with the
+//! fp32 partials in stream-ordered scratch memory freed behind them.
+
+use super::abi::{DecodeParams, SdpaParams};
+use super::device::LoadedKernel;
+use crate::error::{Error, Result};
+use crate::kernels::{geometry, DECODE_MERGE_ENTRY};
+use crate::problem::AttnShape;
+use crate::variant::KernelSpec;
+use cudarc::driver::{result, sys, CudaStream, LaunchConfig, PushKernelArg};
+
+/// Paged K/V as the kernel addresses it: device pointers of the block table and the
+/// per-sequence key counts, and the table's geometry.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PagedArgs {
+    /// i32 `[batch, max_pages]`.
+    pub block_table: u64,
+    /// i32 `[batch]`.
+    pub seqlens_k: u64,
+    pub max_pages: i32,
+    pub page_size: i32,
+}
+
+/// Scratch memory from the stream's pool, freed in stream order (after the kernels that
+/// use it) when dropped.
+struct Scratch {
+    ptr: sys::CUdeviceptr,
+    stream: sys::CUstream,
+}
+
+impl Scratch {
+    fn new(stream: &CudaStream, bytes: usize) -> Result<Scratch> {
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(Error::driver("binding the context"))?;
+        // SAFETY: a plain stream-ordered allocation on a live stream; the memory is written by
+        // the decode kernel before the merge kernel reads it (both on this stream).
+        let ptr = unsafe { result::malloc_async(stream.cu_stream(), bytes.max(4)) }.map_err(
+            Error::driver(format!("allocating {bytes} bytes of decode scratch")),
+        )?;
+        Ok(Scratch {
+            ptr,
+            stream: stream.cu_stream(),
+        })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from malloc_async on `stream`; the free is ordered after every
+        // kernel queued on the stream so far, which includes all users of the memory.
+        let _ = unsafe { result::free_async(self.ptr, self.stream) };
+    }
+}
+
+/// Launches `spec` (a decode-family kernel) for `shape`, whose `seq_kv` is the longest
+/// sequence. `params` is the validated parameter block of the call.
+pub(crate) fn launch(
+    stream: &CudaStream,
+    kernel: &LoadedKernel,
+    spec: &KernelSpec,
+    shape: &AttnShape,
+    params: &SdpaParams,
+    paged: Option<PagedArgs>,
+    sm_count: u32,
+) -> Result<()> {
+    let split = geometry::decode_split(spec, shape, sm_count);
+    let grid = geometry::grid(spec, shape, sm_count, 0);
+    if grid[1] > 65535 || grid[2] > 65535 {
+        return Err(Error::InvalidInput(format!(
+            "decode grid {grid:?} exceeds the launch limits (kv-heads x row blocks and batch \
+             at most 65535); split the batch"
+        )));
+    }
+    let rows = shape.batch * shape.heads_q * shape.seq_q;
+    let (o_part, lse_part) = if split.splits > 1 {
+        let n = split.splits as usize * rows;
+        (
+            Some(Scratch::new(stream, n * shape.head_dim * 4)?),
+            Some(Scratch::new(stream, n * 4)?),
+        )
+    } else {
+        (None, None)
+    };
+    let dp = DecodeParams {
+        o_part: o_part.as_ref().map_or(0, |s| s.ptr),
+        lse_part: lse_part.as_ref().map_or(0, |s| s.ptr),
+        block_table: paged.map_or(0, |p| p.block_table),
+        seqlens_k: paged.map_or(0, |p| p.seqlens_k),
+        max_pages: paged.map_or(0, |p| p.max_pages),
+        page_size: paged.map_or(0, |p| p.page_size),
+        splits: split.splits as i32,
+        split_keys: split.split_keys as i32,
+    };
+    let cfg = LaunchConfig {
+        grid_dim: (grid[0] as u32, grid[1] as u32, grid[2] as u32),
+        block_dim: (spec.variant.threads(), 1, 1),
+        shared_mem_bytes: spec.dynamic_smem_bytes(),
+    };
+    let mut launch = stream.launch_builder(&kernel.function);
+    launch.arg(params);
+    launch.arg(&dp);
+    // SAFETY: `params` and `dp` mirror decode.cu's parameter blocks (abi.rs layout tests);
+    // the tensors were validated to cover what the kernel reads and writes, and the scratch
+    // holds splits x rows x (dim + 1) floats, what the kernel writes with more than one split.
+    unsafe { launch.launch(cfg) }.map_err(Error::driver(format!("launching {}", spec.key())))?;
+    if split.splits > 1 {
+        let merge = kernel.sibling(DECODE_MERGE_ENTRY)?;
+        let cfg = LaunchConfig {
+            grid_dim: ((rows as u32).div_ceil(4), 1, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = stream.launch_builder(&merge);
+        launch.arg(params);
+        launch.arg(&dp);
+        // SAFETY: as above; the merge reads the partials the first kernel wrote, in stream
+        // order, and writes O and LSE, which validation sized.
+        unsafe { launch.launch(cfg) }.map_err(Error::driver(format!(
+            "launching the merge of {}",
+            spec.key()
+        )))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,193 @@
+//! Attention over a paged KV cache (the layout vLLM and FlashInfer use): K and V live in
+//! pools of fixed-size pages `[pages, page_size, heads_kv, dim]`, and each sequence lists its
+//! pages in a block table `[batch, max_pages]`, with its own key count in `seqlens_k`. The
+//! decode family serves it (any query length; built for few query rows per kv-head).
+//!
+//! ```no_run
+//! # fn main() -> fp8_sdpa::Result<()> {
+//! use fp8_sdpa::runtime::{CallOptions, Device, IdxRef, PagedAttention, PagedKv, TensorMut, TensorRef};
+//! use fp8_sdpa::{AttnParams, DType, Layout};
+//! let dev = Device::open(0)?;
+//! let stream = dev.new_stream()?;
+//! let (batch, heads_q, heads_kv, dim, page_size, pages, max_pages) = (2, 32, 8, 128, 64, 16, 8);
+//! let q = stream.alloc_zeros::<u16>(batch * heads_q * dim).unwrap(); // one new token each
+//! let k = stream.alloc_zeros::<u16>(pages * page_size * heads_kv * dim).unwrap();
+//! let v = stream.alloc_zeros::<u16>(pages * page_size * heads_kv * dim).unwrap();
+//! let table = stream.clone_htod(&(0..(batch * max_pages) as i32).collect::<Vec<_>>()).unwrap();
+//! let lens = stream.clone_htod(&[300i32, 17]).unwrap();
+//! let mut o = stream.alloc_zeros::<u16>(batch * heads_q * dim).unwrap();
+//! let call = PagedAttention {
+//!     q: TensorRef::contiguous(&q, &stream, DType::F16, [batch, 1, heads_q, dim], Layout::Bshd)?,
+//!     kv: PagedKv {
+//!         k_cache: TensorRef::contiguous(&k, &stream, DType::F16, [pages, page_size, heads_kv, dim], Layout::Bshd)?,
+//!         v_cache: TensorRef::contiguous(&v, &stream, DType::F16, [pages, page_size, heads_kv, dim], Layout::Bshd)?,
+//!         block_table: IdxRef::new(&table, &stream),
+//!         max_pages,
+//!         seqlens_k: IdxRef::new(&lens, &stream),
+//!     },
+//!     o: TensorMut::contiguous(&mut o, &stream, DType::F16, [batch, 1, heads_q, dim], Layout::Bshd)?,
+//!     lse: None,
+//!     k_descale: None,
+//!     v_descale: None,
+//!     params: AttnParams::default_for(dim, false),
+//! };
+//! dev.paged_attention(&stream, &call, CallOptions::default())?;
+//! # Ok(())
+//! # }
+//! ```
+
+use super::attention::{
+    check_descales, read_back, sdpa_params, CallOptions, Descale, KernelChoice, Launched,
+};
+use super::decode::{self, PagedArgs};
+use super::device::Device;
+use super::tensor::{IdxRef, TensorMut, TensorRef, VecMut};
+use super::validate::{check_page_table, validate_paged, CallDesc, DescaleDesc, PagedDesc};
+use crate::error::{Error, Result};
+use crate::kernels::{geometry, registry};
+use crate::problem::AttnParams;
+use crate::variant::{Family, KernelSpec};
+use cudarc::driver::CudaStream;
+
+/// A paged K/V cache.
+pub struct PagedKv<'a> {
+    /// Key pages `[pages, page_size, heads_kv, dim]` (page size 16..=256 tokens).
+    pub k_cache: TensorRef<'a>,
+    /// Value pages, shaped like the key pages.
+    pub v_cache: TensorRef<'a>,
+    /// i32 `[batch, max_pages]`: sequence b's key j is in page `block_table[b][j / page_size]`
+    /// at row `j % page_size`.
+    pub block_table: IdxRef<'a>,
+    /// Pages per sequence in the block table.
+    pub max_pages: usize,
+    /// i32 `[batch]`: keys of each sequence (at most `max_pages * page_size`).
+    pub seqlens_k: IdxRef<'a>,
+}
+
+/// One attention call over a paged cache.
+pub struct PagedAttention<'a> {
+    /// Query `[batch, seq_q, heads_q, dim]`, fp16 or bf16.
+    pub q: TensorRef<'a>,
+    /// The cache: fp16/bf16 like Q, or E4M3 with descales.
+    pub kv: PagedKv<'a>,
+    /// Output, shaped like Q; fully written.
+    pub o: TensorMut<'a>,
+    /// Optional log-sum-exp output, fp32 `[batch, heads_q, seq_q]`, natural log.
+    pub lse: Option<VecMut<'a>>,
+    /// Descale of E4M3 K: per kv-head, or per (batch, kv-head).
+    pub k_descale: Option<Descale<'a>>,
+    /// Descale of E4M3 V.
+    pub v_descale: Option<Descale<'a>>,
+    /// Scale and mask (causal aligns each sequence bottom-right: query i of a sequence with
+    /// n keys sees key j iff j <= i + n - seq_q).
+    pub params: AttnParams,
+}
+
+fn desc(d: &Option<Descale<'_>>) -> Option<DescaleDesc> {
+    d.as_ref().map(|d| DescaleDesc {
+        ptr: d.values.ptr,
+        len: d.values.len,
+        batch_stride: d.batch_stride,
+    })
+}
+
+impl PagedAttention<'_> {
+    /// The validation view of this call (K and V are the page pools).
+    pub fn describe(&self) -> (CallDesc, PagedDesc) {
+        (
+            CallDesc {
+                q: self.q.desc,
+                k: self.kv.k_cache.desc,
+                v: self.kv.v_cache.desc,
+                o: self.o.desc,
+                lse: self.lse.as_ref().map(|l| (l.ptr, l.len)),
+                descales: [None, desc(&self.k_descale), desc(&self.v_descale)],
+                params: self.params,
+            },
+            PagedDesc {
+                block_table: (self.kv.block_table.ptr, self.kv.block_table.len),
+                max_pages: self.kv.max_pages,
+                seqlens_k: (self.kv.seqlens_k.ptr, self.kv.seqlens_k.len),
+            },
+        )
+    }
+}
+
+impl Device {
+    /// Validates `a`, then launches the decode family over the paged cache on `stream`.
+    /// With `opts.check_descales` (the default) the descales, the block table and the
+    /// sequence lengths are read back and checked first (a stream synchronization); turn it
+    /// off in a serving loop once the cache's bookkeeping is trusted.
+    pub fn paged_attention(
+        &self,
+        stream: &CudaStream,
+        a: &PagedAttention<'_>,
+        opts: CallOptions,
+    ) -> Result<Launched> {
+        let (call, paged) = a.describe();
+        let v = validate_paged(&call, &paged)?;
+        let page_size = call.k.shape[1];
+        if opts.check_descales {
+            let none = None;
+            check_descales(
+                stream,
+                [("Q", &none), ("K", &a.k_descale), ("V", &a.v_descale)],
+            )?;
+            let table = read_back::<i32>(
+                stream,
+                paged.block_table.0,
+                paged.block_table.1,
+                "reading the block table back",
+            )?;
+            let lens = read_back::<i32>(
+                stream,
+                paged.seqlens_k.0,
+                paged.seqlens_k.1,
+                "reading seqlens_k back",
+            )?;
+            check_page_table(&table, &lens, paged.max_pages, page_size, call.k.shape[0])?;
+        }
+        let variant = match opts.kernel {
+            KernelChoice::Auto => {
+                registry::decode_default(self.info().arch, v.precision, v.shape.head_dim as u32)
+            }
+            KernelChoice::Variant(var) if var.family == Family::Decode => var,
+            KernelChoice::Variant(var) => {
+                return Err(Error::InvalidInput(format!(
+                    "{var}: only the decode family reads a paged cache; pass a decode variant \
+                     or KernelChoice::Auto"
+                )))
+            }
+        };
+        let spec = KernelSpec {
+            variant,
+            precision: v.precision,
+            head_dim: v.shape.head_dim as u32,
+            causal: a.params.causal,
+        };
+        spec.validate(self.info().arch)?;
+        let kernel = self.kernel(&spec)?;
+        let params = sdpa_params(&call, &v.shape, [&None, &a.k_descale, &a.v_descale])?;
+        decode::launch(
+            stream,
+            &kernel,
+            &spec,
+            &v.shape,
+            &params,
+            Some(PagedArgs {
+                block_table: paged.block_table.0,
+                seqlens_k: paged.seqlens_k.0,
+                max_pages: paged.max_pages as i32,
+                page_size: page_size as i32,
+            }),
+            self.info().sm_count,
+        )?;
+        let g = geometry::grid(&spec, &v.shape, self.info().sm_count, 0);
+        Ok(Launched {
+            spec,
+            grid: [g[0] as u32, g[1] as u32, g[2] as u32],
+            block: spec.variant.threads(),
+            smem: spec.dynamic_smem_bytes(),
+        })
+    }
+}
