@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Time PyTorch SDPA backends (and FlashAttention-3 when it imports) on the exact cases
-sdpa-lab benchmarks, with the same protocol.
+"""Time PyTorch SDPA backends (and FlashAttention-3 and FlashInfer when they import) on the exact
+cases sdpa-lab benchmarks, with the same protocol.
 
 Input (--cases): a JSON list of cases as `sdpa-lab bench` writes them (record.rs, PeerCase):
   {"suite", "case", "shape": {"batch", "seq_q", "seq_kv", "heads_q", "heads_kv", "head_dim"},
@@ -21,8 +21,19 @@ Causal masks are bottom-right aligned (FlashAttention convention). PyTorch's `is
 top-left; the two agree when Sq == Skv, so `is_causal=True` is used then, and an explicit
 `causal_lower_right` bias otherwise. Rows say which in `detail`.
 
-Only the standard library and torch; torch is imported after the arguments are checked, so
---help and argument errors work without it.
+A case with a `page_size` is a paged-cache row: only FlashInfer times it, the other backends
+skip it (their time is on the contiguous row of the same shape).
+
+FlashInfer (backend `flashinfer`) times decode-shaped cases only (Sq 1) through its paged decode
+wrapper: the case's contiguous K and V, cut into pages of the case's `page_size` (else
+FLASHINFER_PAGE) tokens, are the paged cache (NHD, no copy, pages in order where our paged rows
+scatter them); plan() (which JIT-compiles the kernel with nvcc at its first use of a dtype
+combination) runs once before any timing, and each timed run is one run() call. FP8-KV cases
+(fp8_kv_*) quantize K and V to E4M3 with the per-tensor scale FP8_KV_SCALE, passed as k_scale and
+v_scale; their reference is computed from the dequantized K and V.
+
+Only the standard library and torch (FA3 and FlashInfer where they import); torch is imported
+after the arguments are checked, so --help and argument errors work without it.
 """
 
 import argparse
@@ -34,10 +45,28 @@ import os
 import sys
 import warnings
 
-BACKENDS = ("flash", "cudnn", "efficient", "fa3")
+BACKENDS = ("flash", "cudnn", "efficient", "fa3", "flashinfer")
+# Rows of backends outside PyTorch SDPA name their own implementation.
+IMPLEMENTATIONS = {"fa3": "fa3", "flashinfer": "flashinfer"}
 # FlashAttention-3's Hopper forward, when its Python interface imports (the `flash-attn` Hopper
 # build or the `fa3-fwd` wheel); otherwise its rows say it is missing.
 FA3_MODULES = ("flash_attn_interface", "fa3_fwd_interface")
+# FlashInfer's paged decode (the `flashinfer-python` wheel), for decode-shaped cases: page size
+# of the paged view (the largest power of two up to this that divides Skv), the workspace its
+# split-KV plan asks for (128 MB, its documented default), and the precisions it runs as
+# (Q and output dtype, K/V dtype).
+FLASHINFER_PAGE = 64
+FLASHINFER_WORKSPACE = 128 << 20
+FLASHINFER_DTYPES = {
+    "f16": ("float16", "float16"),
+    "bf16": ("bfloat16", "bfloat16"),
+    "fp8_kv_f16": ("float16", "float8_e4m3fn"),
+    "fp8_kv_bf16": ("bfloat16", "float8_e4m3fn"),
+}
+# Per-tensor FP8 scale of K and V (FlashInfer's FP8-KV rows): unit-variance inputs, +-8 sigma
+# mapped onto E4M3's largest finite value, 448.
+FP8_KV_SCALE = 8.0 / 448.0
+E4M3_MAX = 448.0
 GRAPH_CALLS = 20
 MIN_ITERS = 100
 FLUSH_BYTES = 256 << 20
@@ -117,10 +146,12 @@ def flops(shape, causal):
     return 4.0 * attended_pairs(shape, causal) * shape["head_dim"]
 
 
-def traffic_bytes(shape, elem=2):
-    """Each 16-bit input read once, the 16-bit output written once (no LSE)."""
+def traffic_bytes(shape, elem=2, kv_elem=None):
+    """Each input read once, the output written once (no LSE); 16-bit unless told (K and V
+    are 1 byte on the FP8-KV paths)."""
+    kv_elem = elem if kv_elem is None else kv_elem
     q = shape["batch"] * shape["seq_q"] * shape["heads_q"] * shape["head_dim"] * elem
-    kv = shape["batch"] * shape["seq_kv"] * shape["heads_kv"] * shape["head_dim"] * elem
+    kv = shape["batch"] * shape["seq_kv"] * shape["heads_kv"] * shape["head_dim"] * kv_elem
     return 2 * q + 2 * kv
 
 
@@ -130,8 +161,9 @@ def traffic_bytes(shape, elem=2):
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="peers.py",
-        description="Time PyTorch SDPA backends (flash, cudnn, efficient) and FlashAttention-3 "
-        "(fa3, when flash_attn_interface or fa3_fwd_interface imports) on sdpa-lab's cases with "
+        description="Time PyTorch SDPA backends (flash, cudnn, efficient), FlashAttention-3 "
+        "(fa3, when flash_attn_interface or fa3_fwd_interface imports) and FlashInfer's paged "
+        "decode (flashinfer, decode cases, when flashinfer imports) on sdpa-lab's cases with "
         "sdpa-lab's protocol. Needs PyTorch with CUDA.",
     )
     ap.add_argument("--cases", required=True, help="JSON list of cases written by sdpa-lab")
@@ -139,7 +171,7 @@ def parse_args(argv):
     ap.add_argument(
         "--backends",
         default=",".join(BACKENDS),
-        help="comma-separated subset of flash,cudnn,efficient,fa3 (default: all)",
+        help="comma-separated subset of flash,cudnn,efficient,fa3,flashinfer (default: all)",
     )
     ap.add_argument("--device", default="cuda:0", help="CUDA device (default cuda:0)")
     ap.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
@@ -193,6 +225,11 @@ def load_cases(path):
         for k in ("warmup", "iters"):
             if not isinstance(c[k], int) or isinstance(c[k], bool) or c[k] < 0:
                 raise UsageError(f"{where}: {k} must be a non-negative integer")
+        ps = c.get("page_size")
+        if ps is not None and (
+            not isinstance(ps, int) or isinstance(ps, bool) or ps < 1 or shape["seq_kv"] % ps
+        ):
+            raise UsageError(f"{where}: page_size must be a positive divisor of seq_kv, got {ps!r}")
         if c["iters"] < MIN_ITERS:
             raise UsageError(f"{where}: iters {c['iters']} < {MIN_ITERS} (the protocol's minimum)")
     return data
@@ -211,6 +248,33 @@ def import_torch():
             f"torch {torch.__version__} has no usable CUDA device; peers need PyTorch with CUDA"
         )
     return torch
+
+
+def load_flashinfer():
+    """(module, None) when FlashInfer imports, else (None, why); importing it needs torch."""
+    try:
+        return importlib.import_module("flashinfer"), None
+    except Exception as e:  # ImportError, or a wheel that fails on this torch or CUDA
+        return None, f"flashinfer: {type(e).__name__}: {one_line(e, 160)}"
+
+
+def flashinfer_unsupported(case):
+    """Why FlashInfer's paged decode does not take `case`, or None when it does: one query row
+    per sequence (decode; at Sq 1 a bottom-right causal mask hides nothing) at f16, bf16 or
+    FP8-KV."""
+    sq = case["shape"]["seq_q"]
+    if sq != 1:
+        return f"FlashInfer peer covers decode only (seq_q 1), this case has seq_q {sq}"
+    if case["precision"] not in FLASHINFER_DTYPES:
+        return (
+            "FlashInfer peer covers " + ", ".join(FLASHINFER_DTYPES) + f", not {case['precision']}"
+        )
+    return None
+
+
+def flashinfer_missing(why):
+    """The status of a FlashInfer row when the module does not import."""
+    return f"skipped: FlashInfer not installed ({why})"
 
 
 def one_line(s, limit=400):
@@ -235,7 +299,7 @@ def blank_row(case, backend, status):
     return {
         "suite": case["suite"],
         "case": case["case"],
-        "implementation": "fa3" if backend == "fa3" else "torch",
+        "implementation": IMPLEMENTATIONS.get(backend, "torch"),
         "backend": backend,
         "precision": case["precision"],
         "shape": {k: case["shape"][k] for k in SHAPE_KEYS},
@@ -283,6 +347,14 @@ class Runner:
                 break
             except Exception as e:  # ImportError, or a wheel built for another torch
                 self.fa3_missing.append(f"{name}: {type(e).__name__}: {one_line(e, 120)}")
+        # FlashInfer is imported at its first decode case (a heavy import, and only then needed).
+        self.fi, self.fi_missing = None, None
+
+    def flashinfer(self):
+        """FlashInfer's module, imported once; None (with self.fi_missing) when it does not."""
+        if self.fi is None and self.fi_missing is None:
+            self.fi, self.fi_missing = load_flashinfer()
+        return self.fi
 
     def make_inputs(self, shape, dtype, gen):
         """Q, K, V as BSHD storage viewed as BHSD (what SDPA takes), unit-variance normal."""
@@ -296,8 +368,81 @@ class Runner:
 
         return one(sq, hq), one(skv, hkv), one(skv, hkv)
 
+    def fp8_kv(self, x):
+        """E4M3 copy of a K or V input (a BHSD view of BSHD storage, kept so) at FP8_KV_SCALE."""
+        t = self.torch
+        y = (x.transpose(1, 2).to(t.float32) / FP8_KV_SCALE).clamp(-E4M3_MAX, E4M3_MAX)
+        return y.to(t.float8_e4m3fn).transpose(1, 2)
+
+    def flashinfer_call(self, case):
+        """FlashInfer's paged decode planned for `case` (outside any timing), the call that runs
+        it on make_inputs' tensors, and a description."""
+        t, fi = self.torch, self.fi
+        shape = case["shape"]
+        b, skv = shape["batch"], shape["seq_kv"]
+        hq, hkv, d = shape["heads_q"], shape["heads_kv"], shape["head_dim"]
+        q_name, kv_name = FLASHINFER_DTYPES[case["precision"]]
+        q_dtype, kv_dtype = getattr(t, q_name), getattr(t, kv_name)
+        fp8 = kv_dtype != q_dtype
+        page = case.get("page_size") or math.gcd(skv, FLASHINFER_PAGE)
+        pages = skv // page  # per sequence, all full
+        dev = self.device
+        indptr = t.arange(b + 1, dtype=t.int32, device=dev) * pages
+        indices = t.arange(b * pages, dtype=t.int32, device=dev)
+        last_page_len = t.full((b,), page, dtype=t.int32, device=dev)
+        workspace = t.zeros(FLASHINFER_WORKSPACE, dtype=t.uint8, device=dev)
+        wrapper = fi.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD")
+        wrapper.plan(
+            indptr,
+            indices,
+            last_page_len,
+            hq,
+            hkv,
+            d,
+            page,
+            pos_encoding_mode="NONE",
+            q_data_type=q_dtype,
+            kv_data_type=kv_dtype,
+            o_data_type=q_dtype,
+        )
+        t.cuda.synchronize()
+        scales = {"k_scale": FP8_KV_SCALE, "v_scale": FP8_KV_SCALE} if fp8 else {}
+
+        def call_fi(q, k, v):
+            # make_inputs' BHSD views sit on BSHD storage: Q is [B, Hq, D] and K, V cut into
+            # pages are the NHD paged cache [B * pages, page, Hkv, D]; view() never copies.
+            out = wrapper.run(
+                q.transpose(1, 2).view(b, hq, d),
+                (
+                    k.transpose(1, 2).view(b * pages, page, hkv, d),
+                    v.transpose(1, 2).view(b * pages, page, hkv, d),
+                ),
+                **scales,
+            )
+            return out.view(b, 1, hq, d).transpose(1, 2)
+
+        call_fi.keep = (wrapper, workspace, indptr, indices, last_page_len)
+        resolved = getattr(wrapper, "resolved_backend", None)
+        detail = (
+            f"FlashInfer {getattr(fi, '__version__', '?')} BatchDecodeWithPagedKVCacheWrapper "
+            f"(NHD, page {page}, use_tensor_cores=False"
+            + (f", backend {resolved}" if resolved else "")
+            + "; plan() untimed)"
+        )
+        if fp8:
+            detail += (
+                f"; K/V E4M3 at per-tensor scale {FP8_KV_SCALE:.6g} passed as k_scale (folded into "
+                "sm_scale) and v_scale (FlashInfer multiplies the output by it, inside the timed "
+                "call)"
+            )
+        if case["causal"]:
+            detail += "; causal is a no-op at seq_q 1 (bottom-right)"
+        return call_fi, detail
+
     def call_for(self, case, backend):
         """The call for a case and a description of its mask."""
+        if backend == "flashinfer":
+            return self.flashinfer_call(case)
         if backend == "fa3":
             fa3, causal = self.fa3, case["causal"]
 
@@ -344,8 +489,9 @@ class Runner:
 
         return call, detail
 
-    def reference(self, q, k, v, case):
-        """float64 math reference, chunked over (batch, head) and query rows to bound memory."""
+    def reference(self, q, k, v, case, kv_scale=1.0):
+        """float64 math reference, chunked over (batch, head) and query rows to bound memory;
+        K and V are multiplied by `kv_scale` (the dequantization of FP8 K and V)."""
         t = self.torch
         shape = case["shape"]
         b, hq, hkv, d = shape["batch"], shape["heads_q"], shape["heads_kv"], shape["head_dim"]
@@ -357,8 +503,8 @@ class Runner:
         rows = max(1, min(sq, (16 << 20) // max(skv, 1)))
         for bi in range(b):
             for h in range(hq):
-                kk = k[bi, h // group].to(t.float64)
-                vv = v[bi, h // group].to(t.float64)
+                kk = k[bi, h // group].to(t.float64) * kv_scale
+                vv = v[bi, h // group].to(t.float64) * kv_scale
                 for r0 in range(0, sq, rows):
                     r1 = min(sq, r0 + rows)
                     s = (q[bi, h, r0:r1].to(t.float64) @ kk.T) * scale
@@ -401,9 +547,9 @@ class Runner:
         mode, warmup, iters = case["mode"], case["warmup"], case["iters"]
         note = ""
         only = (
-            contextlib.nullcontext()
-            if backend == "fa3"
-            else self.sdpa_kernel([self.backend_enum[backend]])
+            self.sdpa_kernel([self.backend_enum[backend]])
+            if backend in self.backend_enum
+            else contextlib.nullcontext()
         )
         with only:
             sets = [inputs_fn(0)]
@@ -463,24 +609,53 @@ class Runner:
         t = self.torch
         shape = case["shape"]
         row = blank_row(case, backend, "ok")
-        if case["precision"] in PRECISIONS_FP8:
+        fp8_kv = False
+        if case.get("page_size") and backend != "flashinfer":
+            # a paged-cache row: only FlashInfer reads pages; the contiguous row of the same
+            # shape carries this backend's time
+            row["status"] = "skipped: no paged KV cache in this backend"
+            return row
+        if backend == "flashinfer":
+            why = flashinfer_unsupported(case)
+            if why is not None:
+                row["status"] = "skipped: " + why
+                return row
+            if self.flashinfer() is None:
+                row["status"] = flashinfer_missing(self.fi_missing)
+                return row
+            q_name, kv_name = FLASHINFER_DTYPES[case["precision"]]
+            dtype, fp8_kv = getattr(t, q_name), kv_name != q_name
+        elif case["precision"] in PRECISIONS_FP8:
             row["status"] = "skipped: PyTorch SDPA has no FP8 kernel"
             return row
-        if backend == "fa3" and self.fa3 is None:
+        elif backend == "fa3" and self.fa3 is None:
             row["status"] = "skipped: FlashAttention-3 not installed (" + "; ".join(self.fa3_missing) + ")"
             return row
-        dtype = getattr(t, PRECISIONS_16[case["precision"]])
-        call, detail = self.call_for(case, backend)
+        else:
+            dtype = getattr(t, PRECISIONS_16[case["precision"]])
+        try:
+            call, detail = self.call_for(case, backend)
+        except RuntimeError as e:  # FlashInfer's plan failed (its JIT build included)
+            msg = f"{type(e).__name__}: {e}"
+            # a build log runs long: all of it goes to stderr, its start to the row
+            print(f"{case['suite']}/{case['case']} {backend}: {msg}", file=sys.stderr)
+            row["status"] = "failed: " + one_line(msg)
+            t.cuda.empty_cache()
+            return row
         row["detail"] = f"{self.versions}; {detail}"
 
         def inputs_fn(i):
             gen = t.Generator(device=self.device)
             gen.manual_seed(self.seed * 1000003 + i)
-            return self.make_inputs(shape, dtype, gen)
+            q, k, v = self.make_inputs(shape, dtype, gen)
+            if fp8_kv:
+                k, v = self.fp8_kv(k), self.fp8_kv(v)
+            return q, k, v
 
         sh = shape
+        kv_elem = 1 if fp8_kv else 2
         q_bytes = sh["batch"] * sh["seq_q"] * sh["heads_q"] * sh["head_dim"] * 2
-        kv_bytes = sh["batch"] * sh["seq_kv"] * sh["heads_kv"] * sh["head_dim"] * 2
+        kv_bytes = sh["batch"] * sh["seq_kv"] * sh["heads_kv"] * sh["head_dim"] * kv_elem
         set_bytes = q_bytes + 2 * kv_bytes  # Q, K, V of one input set
         try:
             with warnings.catch_warnings(record=True) as caught:
@@ -504,18 +679,18 @@ class Runner:
         med = s["median_us"]
         if med > 0:
             row["tflops"] = flops(shape, case["causal"]) / (med * 1e-6) / 1e12
-            row["gbps"] = traffic_bytes(shape) / (med * 1e-6) / 1e9
+            row["gbps"] = traffic_bytes(shape, kv_elem=kv_elem) / (med * 1e-6) / 1e9
         if note:
             row["detail"] += "; " + note
         try:
-            ref = self.reference(q, k, v, case)
+            ref = self.reference(q, k, v, case, FP8_KV_SCALE if fp8_kv else 1.0)
             row["correctness"] = self.correctness(out, ref)
             if not row["correctness"]["passed"]:
                 row["status"] = "failed: output differs from the float64 reference"
         except RuntimeError as e:
             row["detail"] += "; reference not computed: " + one_line(e, 200)
         finally:
-            del out
+            del out, call
             t.cuda.empty_cache()
         return row
 

@@ -58,6 +58,25 @@ impl AttnShape {
     pub fn group(&self) -> usize {
         self.heads_q / self.heads_kv.max(1)
     }
+    /// Query rows per kv head (query positions times the group): what the decode family
+    /// packs into its CTAs.
+    pub fn rows_per_kv_head(&self) -> usize {
+        self.seq_q * self.group().max(1)
+    }
+    /// A decode-shaped call: at most [`AttnShape::DECODE_ROWS`] query rows per kv head, so
+    /// K/V dominate the bytes and the work must be split along the keys to fill the GPU.
+    ///
+    /// ```
+    /// use fp8_sdpa::AttnShape;
+    /// assert!(AttnShape::new(32, 1, 4096, 32, 8, 128).is_decode()); // 4 rows per kv head
+    /// assert!(AttnShape::new(8, 4, 32768, 32, 8, 128).is_decode()); // speculative, 16 rows
+    /// assert!(!AttnShape::new(2, 512, 512, 8, 8, 64).is_decode()); // prefill
+    /// ```
+    pub fn is_decode(&self) -> bool {
+        self.rows_per_kv_head() <= Self::DECODE_ROWS
+    }
+    /// The decode family's limit on query rows per kv head (issue 27: Sq x group <= 64).
+    pub const DECODE_ROWS: usize = 64;
     /// Number of (query, key) pairs that take part: all of them, or under a causal mask
     /// aligned bottom-right (query i sees key j iff j <= i + seq_kv - seq_q) only those.
     pub fn attended_pairs(&self, causal: bool) -> u64 {

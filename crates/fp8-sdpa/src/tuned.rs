@@ -38,11 +38,12 @@ pub const TABLE_ENV: &str = "SDPA_TUNED_TABLE";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ShapeClass {
-    /// Non-causal, more than 16 query rows.
+    /// Non-causal, more query rows than a decode call.
     Prefill,
-    /// Causal, more than 16 query rows.
+    /// Causal, more query rows than a decode call.
     Causal,
-    /// At most 16 query rows (one new token, or a few under speculative decoding).
+    /// At most 64 query rows per kv head (one new token, or a few under speculative
+    /// decoding, times the GQA group): see [`AttnShape::is_decode`].
     Decode,
 }
 
@@ -52,7 +53,7 @@ impl ShapeClass {
 
     /// The class of a call.
     pub fn of(shape: &AttnShape, causal: bool) -> ShapeClass {
-        if shape.seq_q <= 16 {
+        if shape.is_decode() {
             ShapeClass::Decode
         } else if causal {
             ShapeClass::Causal

@@ -1,10 +1,15 @@
 //! The `attn` command's file format: safetensors in, safetensors out.
 //!
-//! Inputs: `q`, `k`, `v` (4-d, BSHD by default or BHSD with `--layout bhsd`), typed F16,
-//! BF16, F8_E4M3 or U8 (U8 = the seeds' simulated FP8); for scaled types `q_descale`,
-//! `k_descale`, `v_descale` as F32 of shape `[heads]` (broadcast over the batch) or
-//! `[batch, heads]`. Outputs: `o` in the inputs' layout and the path's output type, and `lse`
-//! (F32 `[batch, heads_q, seq_q]`) when asked.
+//! Inputs come in two forms. Contiguous: `q`, `k`, `v` (4-d, BSHD by default or BHSD with
+//! `--layout bhsd`), typed F16, BF16, F8_E4M3 or U8 (U8 = the seeds' simulated FP8); for
+//! scaled types `q_descale`, `k_descale`, `v_descale` as F32 of shape `[heads]` (broadcast
+//! over the batch) or `[batch, heads]`. Paged ([`PagedFile`]): `q` as above with a paged KV
+//! cache in place of `k` and `v`. Outputs: `o` in the inputs' layout and the path's output
+//! type, and `lse` (F32 `[batch, heads_q, seq_q]`) when asked.
+
+mod paged;
+
+pub use paged::PagedFile;
 
 use fp8_sdpa::{DType, Layout};
 use safetensors::{Dtype, SafeTensors};
@@ -29,13 +34,40 @@ pub struct FileDescale {
     pub batch_stride: usize,
 }
 
-/// Everything `attn` reads.
+/// Everything `attn` reads in the contiguous form.
 #[derive(Debug, Clone)]
 pub struct AttnFile {
     /// Q, K, V.
     pub qkv: [FileTensor; 3],
     /// Descales of Q, K, V.
     pub descales: [Option<FileDescale>; 3],
+}
+
+/// An input file in either form.
+#[derive(Debug, Clone)]
+pub enum AttnInput {
+    /// `q`, `k`, `v`.
+    Contiguous(AttnFile),
+    /// `q` and a paged KV cache.
+    Paged(PagedFile),
+}
+
+impl AttnInput {
+    /// The query (both forms have one, shaped the same way).
+    pub fn q(&self) -> &FileTensor {
+        match self {
+            AttnInput::Contiguous(f) => &f.qkv[0],
+            AttnInput::Paged(p) => &p.q,
+        }
+    }
+
+    /// The element type of K and V.
+    pub fn kv_dtype(&self) -> DType {
+        match self {
+            AttnInput::Contiguous(f) => f.qkv[1].dtype,
+            AttnInput::Paged(p) => p.k_cache.dtype,
+        }
+    }
 }
 
 fn dtype_of(name: &str, d: Dtype) -> Result<DType, String> {
@@ -48,83 +80,110 @@ fn dtype_of(name: &str, d: Dtype) -> Result<DType, String> {
     })
 }
 
-/// Parses and checks an input file. Errors name the tensor and the problem.
-pub fn parse(buffer: &[u8], layout: Layout) -> Result<AttnFile, String> {
+/// Parses and checks an input file: the paged form when any of its tensors is present, else
+/// the contiguous form. Errors name the tensor and the problem.
+pub fn parse(buffer: &[u8], layout: Layout) -> Result<AttnInput, String> {
     let st = SafeTensors::deserialize(buffer)
         .map_err(|e| format!("not a valid safetensors file: {e}"))?;
-    let get = |name: &str| -> Result<FileTensor, String> {
-        let t = st.tensor(name).map_err(|_| {
-            format!(
-                "missing tensor '{name}' (the file has: {})",
-                st.names().join(", ")
-            )
-        })?;
-        let s = t.shape();
-        if s.len() != 4 {
-            return Err(format!(
-                "tensor '{name}' has shape {s:?}; expected 4 dims ({})",
-                if layout == Layout::Bshd {
-                    "batch, seq, heads, dim"
-                } else {
-                    "batch, heads, seq, dim"
-                }
-            ));
-        }
-        let shape = match layout {
-            Layout::Bshd => [s[0], s[1], s[2], s[3]],
-            Layout::Bhsd => [s[0], s[2], s[1], s[3]],
-        };
-        Ok(FileTensor {
-            dtype: dtype_of(name, t.dtype())?,
-            shape,
-            bytes: t.data().to_vec(),
-        })
+    if paged::NAMES.iter().any(|n| has(&st, n)) {
+        paged::parse(&st, layout).map(AttnInput::Paged)
+    } else {
+        contiguous(&st, layout).map(AttnInput::Contiguous)
+    }
+}
+
+fn has(st: &SafeTensors, name: &str) -> bool {
+    st.tensor(name).is_ok()
+}
+
+/// What the dims of `q` (and contiguous `k`, `v`) are in the file, for error messages.
+fn dims_of(layout: Layout) -> &'static str {
+    match layout {
+        Layout::Bshd => "batch, seq, heads, dim",
+        Layout::Bhsd => "batch, heads, seq, dim",
+    }
+}
+
+/// The 4-d tensor `name`, its shape in logical (BSHD) order; `dims` names the file's dims
+/// for the error message.
+fn four_d(st: &SafeTensors, name: &str, layout: Layout, dims: &str) -> Result<FileTensor, String> {
+    let t = st.tensor(name).map_err(|_| {
+        format!(
+            "missing tensor '{name}' (the file has: {})",
+            st.names().join(", ")
+        )
+    })?;
+    let s = t.shape();
+    if s.len() != 4 {
+        return Err(format!(
+            "tensor '{name}' has shape {s:?}; expected 4 dims ({dims})"
+        ));
+    }
+    let shape = match layout {
+        Layout::Bshd => [s[0], s[1], s[2], s[3]],
+        Layout::Bhsd => [s[0], s[2], s[1], s[3]],
     };
+    Ok(FileTensor {
+        dtype: dtype_of(name, t.dtype())?,
+        shape,
+        bytes: t.data().to_vec(),
+    })
+}
+
+/// The descale `name` of tensor `of` (typed `dtype`, with `batch` sequences of `heads`
+/// heads): required when `dtype` is scaled, refused when it is not.
+fn descale(
+    st: &SafeTensors,
+    name: &str,
+    of: &str,
+    dtype: DType,
+    [batch, heads]: [usize; 2],
+) -> Result<Option<FileDescale>, String> {
+    let t = match st.tensor(name) {
+        Err(_) if dtype.is_scaled() => {
+            return Err(format!(
+                "'{of}' is {dtype} and needs '{name}' (F32, [heads] or [batch, heads])"
+            ))
+        }
+        Err(_) => return Ok(None),
+        Ok(_) if !dtype.is_scaled() => {
+            return Err(format!(
+                "'{name}' given, but '{of}' is {dtype}, which takes no descale"
+            ))
+        }
+        Ok(t) => t,
+    };
+    if t.dtype() != Dtype::F32 {
+        return Err(format!("'{name}' must be F32, got {:?}", t.dtype()));
+    }
+    let batch_stride = match t.shape() {
+        [h] if *h == heads => 0,
+        [b, h] if *b == batch && *h == heads => heads,
+        s => {
+            return Err(format!(
+                "'{name}' has shape {s:?}; expected [{heads}] or [{batch}, {heads}]"
+            ))
+        }
+    };
+    let values = t
+        .data()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    Ok(Some(FileDescale {
+        values,
+        batch_stride,
+    }))
+}
+
+fn contiguous(st: &SafeTensors, layout: Layout) -> Result<AttnFile, String> {
+    let get = |name| four_d(st, name, layout, dims_of(layout));
     let qkv = [get("q")?, get("k")?, get("v")?];
     let mut descales: [Option<FileDescale>; 3] = [None, None, None];
     for (i, name) in ["q_descale", "k_descale", "v_descale"].iter().enumerate() {
-        let want = qkv[i].dtype.is_scaled();
-        match st.tensor(name) {
-            Err(_) if want => {
-                return Err(format!(
-                    "'{}' is {} and needs '{name}' (F32, [heads] or [batch, heads])",
-                    ["q", "k", "v"][i],
-                    qkv[i].dtype
-                ))
-            }
-            Err(_) => {}
-            Ok(_) if !want => {
-                return Err(format!(
-                    "'{name}' given, but '{}' is {}, which takes no descale",
-                    ["q", "k", "v"][i],
-                    qkv[i].dtype
-                ))
-            }
-            Ok(t) => {
-                if t.dtype() != Dtype::F32 {
-                    return Err(format!("'{name}' must be F32, got {:?}", t.dtype()));
-                }
-                let [batch, _, heads, _] = qkv[i].shape;
-                let batch_stride = match t.shape() {
-                    [h] if *h == heads => 0,
-                    [b, h] if *b == batch && *h == heads => heads,
-                    s => {
-                        return Err(format!(
-                            "'{name}' has shape {s:?}; expected [{heads}] or [{batch}, {heads}]"
-                        ))
-                    }
-                };
-                let values = t
-                    .data()
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect();
-                descales[i] = Some(FileDescale {
-                    values,
-                    batch_stride,
-                });
-            }
-        }
+        let [batch, _, heads, _] = qkv[i].shape;
+        let of = ["q", "k", "v"][i];
+        descales[i] = descale(st, name, of, qkv[i].dtype, [batch, heads])?;
     }
     Ok(AttnFile { qkv, descales })
 }
@@ -183,6 +242,14 @@ mod tests {
         safetensors::serialize(views, None).unwrap()
     }
 
+    /// Parses a file that must be in the contiguous form.
+    fn plain(f: &[u8], layout: Layout) -> AttnFile {
+        match parse(f, layout).unwrap() {
+            AttnInput::Contiguous(a) => a,
+            AttnInput::Paged(_) => panic!("a file with k and v parsed as paged"),
+        }
+    }
+
     #[test]
     fn reads_a_good_file_in_both_layouts() {
         let f = file(vec![
@@ -190,9 +257,9 @@ mod tests {
             ("k", Dtype::F16, vec![2, 7, 2, 64]),
             ("v", Dtype::F16, vec![2, 7, 2, 64]),
         ]);
-        let a = parse(&f, Layout::Bshd).unwrap();
+        let a = plain(&f, Layout::Bshd);
         assert_eq!(a.qkv[0].shape, [2, 5, 4, 64]);
-        let b = parse(&f, Layout::Bhsd).unwrap();
+        let b = plain(&f, Layout::Bhsd);
         assert_eq!(b.qkv[0].shape, [2, 4, 5, 64], "BHSD: dims 1 and 2 swap");
     }
 
@@ -208,7 +275,7 @@ mod tests {
         let mut ok = base.clone();
         ok.push(("k_descale", Dtype::F32, vec![2]));
         ok.push(("v_descale", Dtype::F32, vec![1, 2]));
-        let a = parse(&file(ok), Layout::Bshd).unwrap();
+        let a = plain(&file(ok), Layout::Bshd);
         assert_eq!(a.descales[1].as_ref().unwrap().batch_stride, 0);
         assert_eq!(a.descales[2].as_ref().unwrap().batch_stride, 2);
         let mut bad = base;

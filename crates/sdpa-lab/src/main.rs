@@ -5,6 +5,7 @@ mod attn_io;
 mod bench;
 mod ceilings;
 mod cmd;
+mod compare;
 mod manifest;
 mod report;
 mod timing;
@@ -62,6 +63,14 @@ enum Command {
     /// Offline: read an artifacts folder (bench*.json and optional check.json, verify.json,
     /// manifest.json, stages.json) and write summary.md with tables and SVG plots.
     Report(cmd::report::Args),
+    /// Offline: compare two bench runs (bench files or artifacts folders) row by row: A and B
+    /// medians, B/A, and whether the change is beyond the runs' spread (p10–p90 intervals that
+    /// do not overlap). Rows match by suite, case, precision, mask, mode, implementation and
+    /// backend; a row of ours whose backend key changed (a new default) is paired with the
+    /// case's one new row of ours, and marked so. Rows on one side only are listed. Exits 1
+    /// when an fp8-sdpa row got slower by more than --threshold and beyond the spread, or was
+    /// timed in A and failed in B; 2 when an input cannot be read.
+    Compare(cmd::compare::Args),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +83,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Repro(a) => cmd::repro::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
         Command::Tune(a) => cmd::tune::run(a),
         Command::CpBench(a) => cmd::cp_bench::run(a),
     };

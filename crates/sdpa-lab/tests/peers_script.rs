@@ -49,17 +49,22 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A folder whose `torch` package fails to import, shadowing any real one, so the "no torch"
-/// path is tested the same way on machines with and without PyTorch.
-fn fake_torch() -> tempfile::TempDir {
+/// A folder whose package `name` fails to import with `ImportError(message)`, shadowing any
+/// real one, so the "not installed" paths are tested the same way on every machine.
+fn fake_package(name: &str, message: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
-    std::fs::create_dir(d.path().join("torch")).unwrap();
+    std::fs::create_dir(d.path().join(name)).unwrap();
     std::fs::write(
-        d.path().join("torch/__init__.py"),
-        "raise ImportError('fake torch for tests')\n",
+        d.path().join(name).join("__init__.py"),
+        format!("raise ImportError('{message}')\n"),
     )
     .unwrap();
     d
+}
+
+/// A folder whose `torch` package fails to import (see [`fake_package`]).
+fn fake_torch() -> tempfile::TempDir {
+    fake_package("torch", "fake torch for tests")
 }
 
 #[test]
@@ -232,18 +237,25 @@ fn no_torch_exits_2_and_says_what_is_needed() {
 
 /// Runs a Python expression with the script loaded as module `p` and parses its JSON output.
 fn py_eval(expr: &str) -> serde_json::Value {
+    py_eval_with(expr, None)
+}
+
+/// [`py_eval`] with `pythonpath` (e.g. a [`fake_package`] folder) first on the import path.
+fn py_eval_with(expr: &str, pythonpath: Option<&Path>) -> serde_json::Value {
     let code = format!(
         "import importlib.util, json, sys\n\
          spec = importlib.util.spec_from_file_location('p', sys.argv[1])\n\
          p = importlib.util.module_from_spec(spec); spec.loader.exec_module(p)\n\
          print(json.dumps({expr}))\n"
     );
-    let o = Command::new("python3")
-        .args(["-c", &code])
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", &code])
         .arg(script())
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .unwrap();
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    if let Some(p) = pythonpath {
+        cmd.env("PYTHONPATH", p);
+    }
+    let o = cmd.output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     serde_json::from_slice(&o.stdout).unwrap()
 }
@@ -292,4 +304,85 @@ fn flops_match_the_rust_definition() {
     assert_eq!(v, 3);
     let v = py_eval(&format!("p.flops({}, False)", shape(1, 3, 7, 1)));
     assert!(close(&v, 4.0 * 21.0 * 128.0));
+}
+
+/// A case as sdpa-lab writes it, as a Python literal: decode-shaped (Sq 1) unless told.
+fn case_literal(seq_q: u32, precision: &str) -> String {
+    format!(
+        "{{'suite': 'decode', 'case': 'b32_skv4k_hkv8', 'shape': {{'batch': 32, 'seq_q': {seq_q}, \
+         'seq_kv': 4096, 'heads_q': 32, 'heads_kv': 8, 'head_dim': 128}}, \
+         'precision': '{precision}', 'causal': False, 'mode': 'hot', 'warmup': 10, 'iters': 100}}"
+    )
+}
+
+#[test]
+fn flashinfer_missing_is_a_clean_skip() {
+    if !have_python() {
+        return;
+    }
+    // No torch is needed up to the import of flashinfer, which fails here whatever is installed.
+    let f = fake_package("flashinfer", "fake flashinfer for tests");
+    let v = py_eval_with(
+        &format!(
+            "[p.flashinfer_unsupported({c}), p.load_flashinfer()[0] is None, \
+             p.flashinfer_missing(p.load_flashinfer()[1]), \
+             p.blank_row({c}, 'flashinfer', 'ok')['implementation']]",
+            c = case_literal(1, "fp8_kv_f16")
+        ),
+        Some(f.path()),
+    );
+    assert!(v[0].is_null(), "a decode FP8-KV case is FlashInfer's: {v}");
+    assert!(v[1].as_bool().unwrap(), "{v}");
+    assert_eq!(
+        v[2],
+        "skipped: FlashInfer not installed (flashinfer: ImportError: fake flashinfer for tests)"
+    );
+    assert_eq!(v[3], "flashinfer");
+}
+
+#[test]
+fn flashinfer_skips_non_decode_cases_with_a_reason() {
+    if !have_python() {
+        return;
+    }
+    let v = py_eval(&format!(
+        "[p.flashinfer_unsupported({}), p.flashinfer_unsupported({}), \
+         p.flashinfer_unsupported({}), p.parse_backends('flashinfer,fa3')]",
+        case_literal(256, "f16"),
+        case_literal(1, "fp8"),
+        case_literal(1, "bf16"),
+    ));
+    assert_eq!(
+        v[0],
+        "FlashInfer peer covers decode only (seq_q 1), this case has seq_q 256"
+    );
+    let p = v[1].as_str().unwrap();
+    assert!(p.contains("fp8_kv_f16") && p.ends_with("not fp8"), "{p}");
+    assert!(v[2].is_null());
+    assert_eq!(v[3], serde_json::json!(["flashinfer", "fa3"]));
+}
+
+#[test]
+fn flashinfer_backend_is_accepted_and_needs_torch() {
+    if !have_python() {
+        return;
+    }
+    let t = fake_torch();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("peers.json");
+    let o = peers(
+        &[
+            "--cases",
+            cases_fixture().to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--backends",
+            "flashinfer",
+        ],
+        Some(t.path()),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("peers need PyTorch with CUDA"), "{e}");
+    assert!(!e.contains("unknown backend"), "{e}");
 }

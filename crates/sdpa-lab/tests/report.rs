@@ -188,3 +188,75 @@ fn bad_files_are_reported_not_fatal() {
     // manifest falls back to the bench file's
     assert!(md.contains("From bench-a.json."));
 }
+
+/// The manifest as `sdpa-lab env` writes it: `Result` fields as `{"Ok": ..}` / `{"Err": ..}`.
+fn real_manifest() -> PathBuf {
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report/manifest.json");
+    if built.exists() {
+        built
+    } else {
+        PathBuf::from("crates/sdpa-lab/tests/fixtures/report/manifest.json")
+    }
+}
+
+/// The text of one `## ` section of summary.md.
+fn section<'a>(md: &'a str, title: &str) -> &'a str {
+    let start = md
+        .find(&format!("## {title}"))
+        .unwrap_or_else(|| panic!("no section {title}"));
+    let rest = &md[start + 3..];
+    &md[start..start + 3 + rest.find("\n## ").unwrap_or(rest.len())]
+}
+
+#[test]
+fn environment_shows_values_not_result_wrappers() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["bench.json", "check.json"] {
+        std::fs::copy(fixture().join(f), dir.path().join(f)).unwrap();
+    }
+    std::fs::copy(real_manifest(), dir.path().join("manifest.json")).unwrap();
+    let o = report(&[dir.path()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = read(&dir.path().join("summary.md"));
+    let env = section(&md, "Environment");
+    assert!(
+        env.contains("| GPU | NVIDIA H100 80GB HBM3 (sm_90a, 132 SMs, driver 13000) |"),
+        "{env}"
+    );
+    assert!(env.contains("| NVRTC | 13.0 (libnvrtc.so.13) |"), "{env}");
+    assert!(
+        env.contains("| PyTorch | unavailable: python3 cannot import torch: ModuleNotFoundError"),
+        "{env}"
+    );
+    assert!(env.contains(
+        "| Git commit | 84f1148e7e3dee48e9660f56e28f831a29922368 (uncommitted changes) |"
+    ));
+    assert!(
+        env.contains("| Host | vm (linux x86_64, 16 CPUs) |"),
+        "{env}"
+    );
+    assert!(!env.contains(".Ok") && !env.contains(".Err"), "{env}");
+    assert!(!env.contains("| Ok") && !env.contains("{\""), "{env}");
+    // the resources column picks the GPU's arch from gpu.Ok.arch (sm_90a: 96 regs, not 90)
+    assert!(md.contains("96 regs, 36.0 KB smem"));
+    assert!(!md.contains("90 regs"));
+}
+
+#[test]
+fn plots_spanning_more_than_a_decade_use_a_log_axis() {
+    let out = tempfile::tempdir().unwrap();
+    let o = report_to(&fixture(), out.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // mission: 3.1 to 137 µs, over a decade: log axis, labelled so, with 1-2-5 ticks
+    let mission = read(&out.path().join("plots/mission_graph.svg"));
+    assert!(mission.contains("median µs per call (lower is better), log scale"));
+    for tick in [">\n2\n<", ">\n5\n<", ">\n10\n<", ">\n100\n<"] {
+        assert!(mission.contains(tick), "mission plot lacks tick {tick:?}");
+    }
+    // decode: 100 to 207 µs, within a decade: linear
+    let decode = read(&out.path().join("plots/decode_hot.svg"));
+    assert!(decode.contains("median µs per call (lower is better)"));
+    assert!(!decode.contains("log scale"));
+    let fa = read(&out.path().join("plots/fa_f16_d128_noncausal_hot.svg"));
+    assert!(fa.contains("TFLOPS (median run)") && !fa.contains("median run, log scale"));
+}

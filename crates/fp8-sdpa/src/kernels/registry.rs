@@ -348,6 +348,21 @@ pub fn default_variant_for_shape(
     sm_count: u32,
 ) -> Variant {
     let head_dim = shape.head_dim as u32;
+    // Decode-shaped calls (few query rows per kv head): the decode family splits the keys
+    // across CTAs and reads K/V once per GQA group. Run 120, H100, Sq 1, Hq 32, D128, fp16:
+    // 2.77-3.07 TB/s (B 32 Skv 4k, B 8 Skv 32k), the copy ceiling's range.
+    if shape.is_decode() && decode_precisions(precision, head_dim) {
+        let d = decode_default(arch, precision, head_dim);
+        let spec = KernelSpec {
+            variant: d,
+            precision,
+            head_dim,
+            causal,
+        };
+        if spec.validate(arch).is_ok() {
+            return d;
+        }
+    }
     let mut base = default_variant(arch, precision, head_dim, causal);
     // D128 causal up to S 1k: the portable tile leads the Hopper family's (run 112-113: 287 /
     // 288 TFLOPS at S 1k against 265-269; its 128-row blocks waste more of the diagonal).
@@ -535,7 +550,8 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // Round 22, step (e): per-head-dim tiles.
     out.push((v(HOPPER_N80), sixteen_bit));
     out.push((v(HOPPER_M192_D64), |p, d| sixteen_bit(p, d) && d == 64));
-    // Decode family (issue 27): registered, verified, not yet dispatched.
+    // Decode family (issue 27): dispatched for decode-shaped calls (see
+    // default_variant_for_shape).
     out.push((v(DECODE_N64), decode_precisions));
     out.push((v(DECODE_N32), decode_precisions));
     out
@@ -696,6 +712,27 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn decode_shaped_calls_take_the_decode_family() {
+        for a in [Arch::Sm80, Arch::Sm90a] {
+            for p in [Precision::F16, Precision::Bf16, Precision::Fp8KvF16] {
+                for (sq, hkv) in [(1, 8), (1, 32), (4, 8), (16, 8)] {
+                    let shape = AttnShape::new(8, sq, 32768, 32, hkv, 128);
+                    let got = default_variant_for_shape(a, p, &shape, sq > 1, 132);
+                    assert_eq!(got.family, Family::Decode, "{p:?} Sq {sq} Hkv {hkv} on {a}");
+                }
+                // 68 rows per kv head: a prefill tile's job.
+                let shape = AttnShape::new(8, 17, 32768, 32, 8, 128);
+                let got = default_variant_for_shape(a, p, &shape, true, 132);
+                assert_ne!(got.family, Family::Decode, "{p:?} Sq 17 on {a}");
+            }
+            // Full FP8 (8-bit Q) has no decode variant: the prefill families serve it.
+            let shape = AttnShape::new(8, 1, 4096, 32, 8, 128);
+            let got = default_variant_for_shape(a, Precision::Fp8, &shape, false, 132);
+            assert_ne!(got.family, Family::Decode);
         }
     }
 

@@ -383,6 +383,9 @@ pub struct PeerCase {
     pub warmup: usize,
     /// Timed runs (≥ 100 by the protocol; the script refuses fewer).
     pub iters: usize,
+    /// Tokens per page of a paged-cache case (backends without a paged cache skip it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<usize>,
 }
 
 impl PeerCase {
@@ -397,6 +400,7 @@ impl PeerCase {
             mode,
             warmup,
             iters,
+            page_size: case.page_size,
         }
     }
 }
@@ -501,7 +505,7 @@ mod tests {
     #[test]
     fn derived_figures_memory_bound() {
         // decode is memory bound: percent is of copy bandwidth
-        let r = timed_row(Suite::Decode, "b32_skv4k_hkv8", 181.0);
+        let r = timed_row(Suite::Decode, "b32_sq1_skv4k_hkv8", 181.0);
         let pct = r.pct_of_ceiling.unwrap();
         assert!((pct - 100.0 * r.gbps.unwrap() / 3000.0).abs() < 1e-9);
         // ANCHORS: cuDNN 181 µs ≈ 2.97 TB/s on this shape

@@ -5,8 +5,9 @@
 //!   anchors' graph figures;
 //! - `fa`: the FlashAttention grid: batch·seqlen = 16k tokens, hidden 2048 (H = 2048/D),
 //!   D 64/128/256, S 512..16k, causal off and on, fp16 and bf16;
-//! - `decode`: Sq 1 against Skv 4k (B 32) and 32k (B 8), Hq 32, Hkv 8 and 32, D 128, fp16 and
-//!   FP8-KV (the anchors' decode rows);
+//! - `decode`: Sq 1 (and 4, causal: speculative decoding) against Skv 4k (B 1, 32, 64), 32k
+//!   (B 8) and 128k (B 1, 4), Hq 32, Hkv 8 and 32, D 128, fp16 and FP8-KV, contiguous and from
+//!   a paged cache (pages of 64 and 256 tokens);
 //! - `fp8`: the fa grid on the full-FP8 and FP8-KV paths and the seeds' simulated-FP8 code;
 //! - `all`: every suite above.
 
@@ -155,6 +156,10 @@ pub struct BenchCase {
     pub causal: bool,
     /// Suggested timing mode.
     pub mode: TimingMode,
+    /// Tokens per page when K/V come as a paged cache (the decode suite's paged rows); `None`
+    /// for contiguous K/V.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<usize>,
 }
 
 /// Tokens per fa-grid case (batch × seqlen).
@@ -223,6 +228,7 @@ fn mission() -> Vec<BenchCase> {
         causal: false,
         // All four, "long" included, are compared with the anchors' graph figures.
         mode: TimingMode::Graph,
+        page_size: None,
     })
     .collect()
 }
@@ -250,6 +256,7 @@ fn fa_grid(suite: Suite, precisions: &[Precision], quick: bool) -> Vec<BenchCase
                         precision,
                         causal,
                         mode: suggested_mode(&shape, precision, causal),
+                        page_size: None,
                     });
                 }
             }
@@ -258,28 +265,49 @@ fn fa_grid(suite: Suite, precisions: &[Precision], quick: bool) -> Vec<BenchCase
     out
 }
 
+/// (batch, Skv) points of the decode suite: one sequence and full batches at 4k, 32k and 128k.
+pub const DECODE_POINTS: [(usize, usize); 6] = [
+    (1, 4096),
+    (32, 4096),
+    (64, 4096),
+    (8, 32768),
+    (1, 131072),
+    (4, 131072),
+];
+
+/// Page sizes of the decode suite's paged rows.
+pub const DECODE_PAGE_SIZES: [usize; 2] = [64, 256];
+
 fn decode() -> Vec<BenchCase> {
     let mut out = Vec::new();
+    let mut push = |precision, batch, seq_q, skv, hkv, page_size: Option<usize>| {
+        let shape = AttnShape::new(batch, seq_q, skv, 32, hkv, 128);
+        let causal = seq_q > 1; // speculative tokens see each other bottom-right
+        out.push(BenchCase {
+            suite: Suite::Decode.name().into(),
+            name: format!(
+                "b{batch}_sq{seq_q}_skv{}_hkv{hkv}{}",
+                short_len(skv),
+                page_size.map_or(String::new(), |p| format!("_page{p}"))
+            ),
+            shape,
+            precision,
+            causal,
+            mode: suggested_mode(&shape, precision, causal),
+            page_size,
+        });
+    };
     for precision in [Precision::F16, Precision::Fp8KvF16] {
-        // Batch as in the anchors' decode rows: B 32 at 4k, B 8 at 32k.
-        for (batch, skv) in [(32, 4096), (8, 32768)] {
-            for hkv in [8, 32] {
-                let shape = AttnShape {
-                    batch,
-                    seq_q: 1,
-                    seq_kv: skv,
-                    heads_q: 32,
-                    heads_kv: hkv,
-                    head_dim: 128,
-                };
-                out.push(BenchCase {
-                    suite: Suite::Decode.name().into(),
-                    name: format!("b{batch}_skv{}_hkv{hkv}", short_len(skv)),
-                    shape,
-                    precision,
-                    causal: false,
-                    mode: suggested_mode(&shape, precision, false),
-                });
+        for (batch, skv) in DECODE_POINTS {
+            // One new token with GQA 4 and MHA; four speculative tokens with GQA 4.
+            push(precision, batch, 1, skv, 8, None);
+            push(precision, batch, 1, skv, 32, None);
+            push(precision, batch, 4, skv, 8, None);
+            // The same one-token GQA rows from a paged cache.
+            for page in DECODE_PAGE_SIZES {
+                if page == 64 || (batch, skv) == (32, 4096) {
+                    push(precision, batch, 1, skv, 8, Some(page));
+                }
             }
         }
     }
@@ -348,18 +376,32 @@ mod tests {
     }
 
     #[test]
-    fn decode_matches_anchor_rows() {
+    fn decode_covers_the_issue_grid() {
         let c = cases(Suite::Decode, false);
-        assert_eq!(c.len(), 8);
+        // Per precision: 6 points x (2 one-token + 1 speculative + 1 paged) + 1 page-256 row.
+        assert_eq!(c.len(), 2 * (6 * 4 + 1));
         let gqa = c
             .iter()
-            .find(|x| x.name == "b8_skv32k_hkv8" && x.precision == Precision::Fp8KvF16)
+            .find(|x| x.name == "b8_sq1_skv32k_hkv8" && x.precision == Precision::Fp8KvF16)
             .unwrap();
         assert_eq!(
             (gqa.shape.seq_q, gqa.shape.heads_q, gqa.shape.head_dim),
             (1, 32, 128)
         );
         assert!(c.iter().all(|x| x.shape.heads_q % x.shape.heads_kv == 0));
+        assert!(c.iter().all(|x| x.shape.is_decode()));
+        // Paged rows mirror a contiguous row of the same shape, and pages tile Skv.
+        for p in c.iter().filter(|x| x.page_size.is_some()) {
+            let ps = p.page_size.unwrap();
+            assert_eq!(p.shape.seq_kv % ps, 0);
+            assert!(c.iter().any(|x| x.page_size.is_none()
+                && x.shape == p.shape
+                && x.precision == p.precision));
+        }
+        assert!(c.iter().any(|x| x.shape.seq_q == 4 && x.causal));
+        assert!(c
+            .iter()
+            .any(|x| x.shape.batch == 1 && x.shape.seq_kv == 4096));
     }
 
     #[test]

@@ -1,33 +1,40 @@
 //! `sdpa-lab attn`: one forward pass on the user's tensors from a safetensors file.
 
 use crate::attn_io;
+use cudarc::driver::{CudaSlice, CudaStream};
 use fp8_sdpa::runtime::{
-    Attention, CallOptions, Descale, KernelChoice, TensorMut, TensorRef, VecMut, VecRef,
+    Attention, CallOptions, Descale, Device, IdxRef, KernelChoice, Launched, PagedAttention,
+    PagedKv, TensorMut, TensorRef, VecMut, VecRef,
 };
 use fp8_sdpa::{AttnParams, Error, Layout, Precision, Variant};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Arguments of `attn`.
 #[derive(clap::Args)]
+#[command(after_help = PAGED_HELP)]
 pub struct Args {
-    /// Input file with tensors q, k, v (and q_descale, k_descale, v_descale for FP8 inputs).
+    /// Input file: q with k, v (and q_descale, k_descale, v_descale for FP8 inputs), or q with
+    /// a paged KV cache (k_cache, v_cache, block_table, seqlens_k; see below).
     #[arg(long)]
     pub inputs: PathBuf,
     /// Output file: tensor o (and lse with --lse).
     #[arg(long)]
     pub out: PathBuf,
-    /// Causal mask, aligned bottom-right (FlashAttention's convention).
+    /// Causal mask, aligned bottom-right (FlashAttention's convention); with a paged cache,
+    /// per sequence: query i sees key j iff j <= i + seqlens_k[b] - seq_q.
     #[arg(long)]
     pub causal: bool,
     /// Softmax scale (default 1/sqrt(head_dim)).
     #[arg(long)]
     pub scale: Option<f32>,
-    /// Memory order of the tensors in the file.
+    /// Memory order of q, k, v and o in the files (a paged cache keeps its own order).
     #[arg(long, default_value = "bshd", value_parser = parse_layout)]
     pub layout: Layout,
     /// Kernel variant: a key (`portable.m128.n32.w4.s2.b2.ctelx`) or the Variant as JSON
-    /// (default: the shipped default for the problem).
+    /// (default: the shipped default for the problem). A paged cache takes decode variants
+    /// only (`decode.m16.n32.w2.s4.b4.cex`).
     #[arg(long)]
     pub variant: Option<String>,
     /// Also write the per-row log-sum-exp as `lse`.
@@ -37,6 +44,17 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub device: usize,
 }
+
+/// The paged form of the input file, for `--help`.
+const PAGED_HELP: &str = "\
+Paged KV cache: in place of k and v, the input file may hold
+  k_cache, v_cache  [pages, page_size, heads_kv, dim]  F16, BF16, or F8_E4M3 with
+                    k_descale, v_descale F32 [heads_kv] (or [batch, heads_kv])
+  block_table       I32 [batch, max_pages]: key j of sequence b is row j % page_size
+                    of page block_table[b][j / page_size]
+  seqlens_k         I32 [batch]: keys of each sequence (<= max_pages * page_size)
+with q [batch, seq_q, heads_q, dim] (F16 or BF16) as usual. The decode kernels run it;
+o (and lse) are written as for k and v. page_size is 16..=256.";
 
 fn parse_layout(s: &str) -> Result<Layout, String> {
     match s {
@@ -58,10 +76,19 @@ pub fn parse_variant(s: &str) -> fp8_sdpa::Result<Variant> {
     }
 }
 
+/// The parts of a call that both input forms share.
+struct Shared<'a> {
+    q: TensorRef<'a>,
+    o: TensorMut<'a>,
+    lse: Option<VecMut<'a>>,
+    params: AttnParams,
+    opts: CallOptions,
+}
+
 /// Runs the command.
 pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
     let bytes = std::fs::read(&a.inputs).map_err(Error::io(&a.inputs))?;
-    let file = attn_io::parse(&bytes, a.layout)
+    let input = attn_io::parse(&bytes, a.layout)
         .map_err(|e| Error::InvalidInput(format!("{}: {e}", a.inputs.display())))?;
     let kernel = match &a.variant {
         Some(k) => KernelChoice::Variant(parse_variant(k)?),
@@ -70,32 +97,14 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
     let dev = crate::cmd::env::open_device(a.device)
         .map_err(|e| Error::Unsupported(format!("attn needs a GPU: {e}")))?;
     let stream = dev.new_stream()?;
-    let [q, k, v] = &file.qkv;
-    let precision = Precision::from_types(q.dtype, k.dtype).ok_or_else(|| {
+    let q = input.q();
+    let precision = Precision::from_types(q.dtype, input.kv_dtype()).ok_or_else(|| {
         Error::InvalidInput(format!(
-            "no precision path takes q {} with k {}",
-            q.dtype, k.dtype
+            "no precision path takes q {} with K/V {}",
+            q.dtype,
+            input.kv_dtype()
         ))
     })?;
-    let up = |t: &attn_io::FileTensor| {
-        stream
-            .clone_htod(&t.bytes)
-            .map_err(Error::driver("uploading inputs"))
-    };
-    let (dq, dk, dv) = (up(q)?, up(k)?, up(v)?);
-    let dds: Vec<Option<cudarc::driver::CudaSlice<f32>>> = file
-        .descales
-        .iter()
-        .map(|d| {
-            d.as_ref()
-                .map(|d| {
-                    stream
-                        .clone_htod(&d.values)
-                        .map_err(Error::driver("uploading descales"))
-                })
-                .transpose()
-        })
-        .collect::<fp8_sdpa::Result<_>>()?;
     let o_t = precision.out();
     let mut o = stream
         .alloc_zeros::<u8>(q.shape.iter().product::<usize>() * o_t.size())
@@ -104,45 +113,27 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
     let mut lse = stream
         .alloc_zeros::<f32>(b * hq * sq)
         .map_err(Error::driver("allocating LSE"))?;
-    let params = AttnParams {
-        scale: a.scale.unwrap_or(1.0 / (d as f32).sqrt()),
-        causal: a.causal,
-    };
     let launched = {
-        let st: &cudarc::driver::CudaStream = &stream;
-        let ds = |i: usize| {
-            dds[i].as_ref().map(|s| Descale {
-                values: VecRef::new(s, st),
-                batch_stride: file.descales[i].as_ref().map_or(0, |d| d.batch_stride),
-            })
-        };
-        let call = Attention {
+        let st: &CudaStream = &stream;
+        let dq = upload(&stream, &q.bytes, "uploading Q")?;
+        let shared = Shared {
             q: TensorRef::contiguous(&dq, st, q.dtype, q.shape, a.layout)?,
-            k: TensorRef::contiguous(&dk, st, k.dtype, k.shape, a.layout)?,
-            v: TensorRef::contiguous(&dv, st, v.dtype, v.shape, a.layout)?,
             o: TensorMut::contiguous(&mut o, st, o_t, q.shape, a.layout)?,
-            lse: if a.lse {
-                Some(VecMut::new(&mut lse, st))
-            } else {
-                None
+            lse: a.lse.then(|| VecMut::new(&mut lse, st)),
+            params: AttnParams {
+                scale: a.scale.unwrap_or(1.0 / (d as f32).sqrt()),
+                causal: a.causal,
             },
-            q_descale: ds(0),
-            k_descale: ds(1),
-            v_descale: ds(2),
-            params,
-        };
-        dev.attention(
-            &stream,
-            &call,
-            CallOptions {
+            opts: CallOptions {
                 kernel,
                 check_descales: true,
             },
-        )?
+        };
+        match &input {
+            attn_io::AttnInput::Contiguous(f) => contiguous(&dev, &stream, f, shared, a.layout)?,
+            attn_io::AttnInput::Paged(p) => paged(&dev, &stream, p, shared)?,
+        }
     };
-    stream
-        .synchronize()
-        .map_err(Error::driver("running attention"))?;
     let o_host = stream.clone_dtoh(&o).map_err(Error::driver("reading O"))?;
     let lse_host = stream
         .clone_dtoh(&lse)
@@ -156,13 +147,122 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
     )
     .map_err(Error::InvalidInput)?;
     std::fs::write(&a.out, out).map_err(Error::io(&a.out))?;
+    let kv = match &input {
+        attn_io::AttnInput::Contiguous(_) => String::new(),
+        attn_io::AttnInput::Paged(p) => format!(" over a paged cache {:?}", p.k_cache.shape),
+    };
     eprintln!(
-        "{} [{b}, {sq}, {hq}, {d}] with {} -> {}",
+        "{} [{b}, {sq}, {hq}, {d}]{kv} with {} -> {}",
         precision,
         launched.spec.key(),
         a.out.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+fn upload<T: cudarc::driver::DeviceRepr>(
+    st: &Arc<CudaStream>,
+    host: &[T],
+    what: &'static str,
+) -> fp8_sdpa::Result<CudaSlice<T>> {
+    st.clone_htod(host).map_err(Error::driver(what))
+}
+
+fn upload_descale(
+    st: &Arc<CudaStream>,
+    d: &Option<attn_io::FileDescale>,
+) -> fp8_sdpa::Result<Option<CudaSlice<f32>>> {
+    d.as_ref()
+        .map(|d| upload(st, &d.values, "uploading descales"))
+        .transpose()
+}
+
+fn descale<'a>(
+    st: &'a CudaStream,
+    on_device: &'a Option<CudaSlice<f32>>,
+    file: &Option<attn_io::FileDescale>,
+) -> Option<Descale<'a>> {
+    on_device.as_ref().map(|s| Descale {
+        values: VecRef::new(s, st),
+        batch_stride: file.as_ref().map_or(0, |d| d.batch_stride),
+    })
+}
+
+/// Contiguous K/V through [`Device::attention`]. Waits for the kernel: the inputs uploaded
+/// here are freed on return.
+fn contiguous(
+    dev: &Device,
+    st: &Arc<CudaStream>,
+    f: &attn_io::AttnFile,
+    s: Shared<'_>,
+    layout: Layout,
+) -> fp8_sdpa::Result<Launched> {
+    let [_, k, v] = &f.qkv;
+    let (dk, dv) = (
+        upload(st, &k.bytes, "uploading K")?,
+        upload(st, &v.bytes, "uploading V")?,
+    );
+    let ds = f
+        .descales
+        .iter()
+        .map(|d| upload_descale(st, d))
+        .collect::<fp8_sdpa::Result<Vec<_>>>()?;
+    let call = Attention {
+        q: s.q,
+        k: TensorRef::contiguous(&dk, st, k.dtype, k.shape, layout)?,
+        v: TensorRef::contiguous(&dv, st, v.dtype, v.shape, layout)?,
+        o: s.o,
+        lse: s.lse,
+        q_descale: descale(st, &ds[0], &f.descales[0]),
+        k_descale: descale(st, &ds[1], &f.descales[1]),
+        v_descale: descale(st, &ds[2], &f.descales[2]),
+        params: s.params,
+    };
+    let launched = dev.attention(st, &call, s.opts)?;
+    st.synchronize()
+        .map_err(Error::driver("running attention"))?;
+    Ok(launched)
+}
+
+/// A paged cache through [`Device::paged_attention`] (the decode family; a `--variant` of
+/// another family is the library's error). Waits for the kernel, as [`contiguous`] does.
+fn paged(
+    dev: &Device,
+    st: &Arc<CudaStream>,
+    p: &attn_io::PagedFile,
+    s: Shared<'_>,
+) -> fp8_sdpa::Result<Launched> {
+    let dk = upload(st, &p.k_cache.bytes, "uploading k_cache")?;
+    let dv = upload(st, &p.v_cache.bytes, "uploading v_cache")?;
+    let table = upload(st, &p.block_table, "uploading block_table")?;
+    let lens = upload(st, &p.seqlens_k, "uploading seqlens_k")?;
+    let ds = [
+        upload_descale(st, &p.descales[0])?,
+        upload_descale(st, &p.descales[1])?,
+    ];
+    // The caches are `[pages, page_size, heads_kv, dim]` whatever --layout says.
+    let cache = |buf, t: &attn_io::FileTensor| {
+        TensorRef::contiguous(buf, st, t.dtype, t.shape, Layout::Bshd)
+    };
+    let call = PagedAttention {
+        q: s.q,
+        kv: PagedKv {
+            k_cache: cache(&dk, &p.k_cache)?,
+            v_cache: cache(&dv, &p.v_cache)?,
+            block_table: IdxRef::new(&table, st),
+            max_pages: p.max_pages,
+            seqlens_k: IdxRef::new(&lens, st),
+        },
+        o: s.o,
+        lse: s.lse,
+        k_descale: descale(st, &ds[0], &p.descales[0]),
+        v_descale: descale(st, &ds[1], &p.descales[1]),
+        params: s.params,
+    };
+    let launched = dev.paged_attention(st, &call, s.opts)?;
+    st.synchronize()
+        .map_err(Error::driver("running attention"))?;
+    Ok(launched)
 }
 
 #[cfg(test)]

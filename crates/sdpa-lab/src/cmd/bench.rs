@@ -10,10 +10,14 @@ use crate::timing::{time_runs, Flusher, Protocol};
 use cudarc::driver::{CudaSlice, CudaStream};
 use fp8_sdpa::metrics::Thresholds;
 use fp8_sdpa::runtime::{
-    Attention, CallOptions, Descale, Device, KernelChoice, TensorMut, TensorRef, VecRef,
+    Attention, CallOptions, Descale, Device, IdxRef, KernelChoice, PagedAttention, PagedKv,
+    TensorMut, TensorRef, VecRef,
 };
 use fp8_sdpa::{dispatch, AttnParams, DType, Error, Layout, Result, Variant};
 use indicatif::{ProgressBar, ProgressStyle};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rayon::prelude::*;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -61,41 +65,120 @@ pub struct Args {
 }
 
 /// Device inputs of one case: `sets` copies of Q, K, V (hot mode rotates them), descales,
-/// one output.
+/// one output; for a paged case K and V of every set are page pools in a shuffled order, read
+/// through `paged`'s block table.
 struct Inputs {
     sets: Vec<[CudaSlice<u8>; 3]>,
     descales: [Option<CudaSlice<f32>>; 3],
     o: CudaSlice<u8>,
+    paged: Option<PagedTable>,
+}
+
+/// The block table of a paged case: sequence b's page j is pool page `table[b][j]`.
+struct PagedTable {
+    table: CudaSlice<i32>,
+    lens: CudaSlice<i32>,
+    max_pages: usize,
+    page_size: usize,
 }
 
 /// Fills `n` elements of `dtype` from a fixed normal pattern (never zeros: speed depends on
 /// the bits). FP8 codes are the pattern scaled by 16 and encoded, so the descale is 1/16.
+/// In parallel: the decode suite's caches reach 2^30 elements.
 fn pattern_bytes(dtype: DType, n: usize, salt: u64) -> Result<Vec<u8>> {
+    const CHUNK: usize = 1 << 16;
     let base =
         fp8_sdpa::inputs::generate(salt, 1 << 16, 64, fp8_sdpa::inputs::Distribution::Normal);
-    let vals: Vec<f32> = (0..n)
-        .map(|i| base[(i * 7 + salt as usize) % base.len()])
-        .collect();
-    Ok(match dtype {
-        DType::E4m3 => vals
-            .iter()
-            .map(|&x| fp8_sdpa::fp8::e4m3::encode_f32(x * 16.0))
-            .collect(),
-        DType::SimFp8 => vals
-            .iter()
-            .map(|&x| fp8_sdpa::fp8::simfp8::encode(x, 1.0 / 16.0))
-            .collect(),
-        _ => fp8_sdpa::inputs::to_bytes(dtype, &vals)?,
-    })
+    let size = dtype.size();
+    let mut out = vec![0u8; n * size];
+    out.par_chunks_mut(CHUNK * size)
+        .enumerate()
+        .try_for_each(|(c, bytes)| -> Result<()> {
+            let vals: Vec<f32> = (c * CHUNK..c * CHUNK + bytes.len() / size)
+                .map(|i| base[(i * 7 + salt as usize) % base.len()])
+                .collect();
+            let enc: Vec<u8> = match dtype {
+                DType::E4m3 => vals
+                    .iter()
+                    .map(|&x| fp8_sdpa::fp8::e4m3::encode_f32(x * 16.0))
+                    .collect(),
+                DType::SimFp8 => vals
+                    .iter()
+                    .map(|&x| fp8_sdpa::fp8::simfp8::encode(x, 1.0 / 16.0))
+                    .collect(),
+                _ => fp8_sdpa::inputs::to_bytes(dtype, &vals)?,
+            };
+            bytes.copy_from_slice(&enc);
+            Ok(())
+        })?;
+    Ok(out)
 }
 
-fn upload(stream: &Arc<CudaStream>, case: &BenchCase, sets: usize) -> Result<Inputs> {
+/// A shuffled page order (fixed seed): `perm[c]` is the pool page that holds contiguous page
+/// `c` (sequence `c / pages_per_seq`, page `c % pages_per_seq`), so consecutive pages of a
+/// sequence are scattered over the pool as in a serving cache.
+fn page_order(pages: usize) -> Vec<usize> {
+    let mut perm: Vec<usize> = (0..pages).collect();
+    perm.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(0x9a9e));
+    perm
+}
+
+/// Moves contiguous K/V pages to their pool slots (`page_bytes` each).
+fn scatter_pages(contiguous: &[u8], perm: &[usize], page_bytes: usize) -> Vec<u8> {
+    let mut pool = vec![0u8; contiguous.len()];
+    let mut slots: Vec<(usize, &mut [u8])> = pool.chunks_mut(page_bytes).enumerate().collect();
+    // Slot s receives the contiguous page c with perm[c] == s.
+    let mut inverse = vec![0usize; perm.len()];
+    for (c, &s) in perm.iter().enumerate() {
+        inverse[s] = c;
+    }
+    slots.par_iter_mut().for_each(|(s, dst)| {
+        let c = inverse[*s];
+        dst.copy_from_slice(&contiguous[c * page_bytes..(c + 1) * page_bytes]);
+    });
+    pool
+}
+
+/// Uploads `sets` copies of the case's inputs. `paged` (a paged case's page size) stores K and
+/// V as shuffled page pools with their block table; `None` keeps them contiguous (the
+/// reference kernel reads those).
+fn upload(
+    stream: &Arc<CudaStream>,
+    case: &BenchCase,
+    sets: usize,
+    paged: Option<usize>,
+) -> Result<Inputs> {
     let s = &case.shape;
     let p = case.precision;
     let drv = |c: &'static str| Error::driver(c);
     let q = pattern_bytes(p.q(), s.q_len(), 1)?;
-    let k = pattern_bytes(p.kv(), s.kv_len(), 2)?;
-    let v = pattern_bytes(p.kv(), s.kv_len(), 3)?;
+    let mut k = pattern_bytes(p.kv(), s.kv_len(), 2)?;
+    let mut v = pattern_bytes(p.kv(), s.kv_len(), 3)?;
+    let mut table = None;
+    if let Some(page_size) = paged {
+        if page_size == 0 || !s.seq_kv.is_multiple_of(page_size) {
+            return Err(Error::InvalidInput(format!(
+                "paged bench case {}: Skv {} is not a multiple of the page size {page_size}",
+                case.name, s.seq_kv
+            )));
+        }
+        let max_pages = s.seq_kv / page_size;
+        let perm = page_order(s.batch * max_pages);
+        let page_bytes = page_size * s.heads_kv * s.head_dim * p.kv().size();
+        k = scatter_pages(&k, &perm, page_bytes);
+        v = scatter_pages(&v, &perm, page_bytes);
+        let t: Vec<i32> = perm.iter().map(|&x| x as i32).collect();
+        table = Some(PagedTable {
+            table: stream
+                .clone_htod(&t)
+                .map_err(drv("uploading the block table"))?,
+            lens: stream
+                .clone_htod(&vec![s.seq_kv as i32; s.batch])
+                .map_err(drv("uploading seqlens_k"))?,
+            max_pages,
+            page_size,
+        });
+    }
     let mut out = Vec::new();
     for _ in 0..sets {
         out.push([
@@ -127,6 +210,7 @@ fn upload(stream: &Arc<CudaStream>, case: &BenchCase, sets: usize) -> Result<Inp
         sets: out,
         descales,
         o,
+        paged: table,
     })
 }
 
@@ -151,6 +235,31 @@ fn launch(
             batch_stride: 0,
         })
     };
+    let opts = CallOptions {
+        kernel,
+        check_descales: check,
+    };
+    if let Some(t) = &inp.paged {
+        let pages = s.batch * t.max_pages;
+        let pd = [pages, t.page_size, s.heads_kv, s.head_dim];
+        let a = PagedAttention {
+            q: TensorRef::contiguous(q, st, p.q(), qd, Layout::Bshd)?,
+            kv: PagedKv {
+                k_cache: TensorRef::contiguous(k, st, p.kv(), pd, Layout::Bshd)?,
+                v_cache: TensorRef::contiguous(v, st, p.kv(), pd, Layout::Bshd)?,
+                block_table: IdxRef::new(&t.table, st),
+                max_pages: t.max_pages,
+                seqlens_k: IdxRef::new(&t.lens, st),
+            },
+            o: TensorMut::contiguous(&mut inp.o, st, p.out(), qd, Layout::Bshd)?,
+            lse: None,
+            k_descale: d(1),
+            v_descale: d(2),
+            params: AttnParams::default_for(s.head_dim, case.causal),
+        };
+        dev.paged_attention(stream, &a, opts)?;
+        return Ok(());
+    }
     let a = Attention {
         q: TensorRef::contiguous(q, st, p.q(), qd, Layout::Bshd)?,
         k: TensorRef::contiguous(k, st, p.kv(), kd, Layout::Bshd)?,
@@ -162,14 +271,7 @@ fn launch(
         v_descale: d(2),
         params: AttnParams::default_for(s.head_dim, case.causal),
     };
-    dev.attention(
-        stream,
-        &a,
-        CallOptions {
-            kernel,
-            check_descales: check,
-        },
-    )?;
+    dev.attention(stream, &a, opts)?;
     Ok(())
 }
 
@@ -230,8 +332,18 @@ pub(crate) fn bench_one(
         } else {
             1
         };
-        let mut inp = upload(stream, case, sets)?;
+        // The reference kernel reads contiguous K/V; a paged case then gets its pools.
+        let mut inp = upload(
+            stream,
+            case,
+            if case.page_size.is_some() { 1 } else { sets },
+            None,
+        )?;
         let reference = reference_out(dev, stream, case, &mut inp)?;
+        if case.page_size.is_some() {
+            drop(inp);
+            inp = upload(stream, case, sets, case.page_size)?;
+        }
         let kernel = KernelChoice::Variant(variant);
         launch(dev, stream, case, &mut inp, 0, kernel, true)?;
         let got = read_out(stream, case, &inp)?;
@@ -441,4 +553,44 @@ pub fn run(a: Args) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scattered_pages_gather_back_through_the_table() {
+        let (pages, page_bytes) = (37, 24);
+        let contiguous: Vec<u8> = (0..pages * page_bytes)
+            .map(|i| (i * 31 % 251) as u8)
+            .collect();
+        let perm = page_order(pages);
+        let mut sorted = perm.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..pages).collect::<Vec<_>>(), "a permutation");
+        assert_ne!(perm, sorted, "actually shuffled");
+        let pool = scatter_pages(&contiguous, &perm, page_bytes);
+        for (c, &slot) in perm.iter().enumerate() {
+            assert_eq!(
+                pool[slot * page_bytes..(slot + 1) * page_bytes],
+                contiguous[c * page_bytes..(c + 1) * page_bytes]
+            );
+        }
+    }
+
+    #[test]
+    fn parallel_pattern_matches_the_sequential_definition() {
+        let base =
+            fp8_sdpa::inputs::generate(5, 1 << 16, 64, fp8_sdpa::inputs::Distribution::Normal);
+        let n = (1 << 16) * 2 + 123; // crosses chunk boundaries
+        let got = pattern_bytes(DType::F16, n, 5).unwrap();
+        let vals: Vec<f32> = (0..n).map(|i| base[(i * 7 + 5) % base.len()]).collect();
+        assert_eq!(got, fp8_sdpa::inputs::to_bytes(DType::F16, &vals).unwrap());
+        let e = pattern_bytes(DType::E4m3, 1000, 5).unwrap();
+        assert_eq!(
+            e[999],
+            fp8_sdpa::fp8::e4m3::encode_f32(base[(999 * 7 + 5) % base.len()] * 16.0)
+        );
+    }
 }

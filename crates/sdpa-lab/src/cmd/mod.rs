@@ -3,6 +3,7 @@
 pub mod attn;
 pub mod bench;
 pub mod check;
+pub mod compare;
 pub mod cp_bench;
 pub mod env;
 pub mod report;

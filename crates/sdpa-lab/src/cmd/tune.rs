@@ -25,7 +25,7 @@ use std::time::Instant;
 /// Arguments of `tune`.
 #[derive(clap::Args, Clone)]
 pub struct Args {
-    /// Kernel family: hopper (sm_90a) or portable.
+    /// Kernel family: hopper (sm_90a), portable or decode (use `--shape-class decode`).
     #[arg(long, default_value = "hopper")]
     pub family: String,
     /// Precision path (f16, bf16, fp8kv_f16, ...).
@@ -326,6 +326,14 @@ pub fn run(a: Args) -> Result<ExitCode> {
             a.shape_class
         ))
     })?;
+    if (family == Family::Decode) != (class == ShapeClass::Decode) {
+        return Err(Error::InvalidInput(format!(
+            "the decode family serves the decode class and only it: pass --family decode with \
+             --shape-class decode (got --family {} --shape-class {})",
+            family.name(),
+            class.name()
+        )));
+    }
     if let Some(arch) = &a.offline {
         return offline(&a, family, precision, class, arch.parse()?);
     }
@@ -383,6 +391,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             precision,
             causal,
             mode: TimingMode::Hot,
+            page_size: None,
         },
         class,
         cache,

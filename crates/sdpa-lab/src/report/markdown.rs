@@ -2,7 +2,7 @@
 //! verification and pipeline stages.
 
 use super::plots::{format_value, short_len, torch_baseline, PlotFile};
-use super::{CheckRow, Inputs, Optional};
+use super::{environment, CheckRow, Inputs, Optional};
 use crate::bench::record::{BenchRow, IMPL_OURS, IMPL_TORCH, TORCH_BACKENDS};
 use fp8_sdpa::Precision;
 use serde_json::Value;
@@ -174,9 +174,10 @@ fn group_key(
     )
 }
 
+/// The environment as labelled values (see [`super::environment`]): no `Ok`/`Err` wrappers,
+/// no raw JSON objects.
 fn manifest_table(out: &mut String, v: &Value) {
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    flatten("", v, 0, &mut pairs);
+    let pairs = environment::rows(v);
     if pairs.is_empty() {
         out.push_str("(empty)\n\n");
         return;
@@ -186,23 +187,6 @@ fn manifest_table(out: &mut String, v: &Value) {
         let _ = writeln!(out, "| {} | {} |", cell(&k), cell(&v));
     }
     out.push('\n');
-}
-
-/// Flattens objects to dotted keys (two levels), arrays and deeper values to compact JSON.
-fn flatten(prefix: &str, v: &Value, depth: usize, out: &mut Vec<(String, String)>) {
-    match v {
-        Value::Object(m) if depth < 2 => {
-            for (k, x) in m {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                flatten(&key, x, depth + 1, out);
-            }
-        }
-        other => out.push((prefix.to_string(), scalar(other))),
-    }
 }
 
 fn scalar(v: &Value) -> String {
@@ -454,9 +438,8 @@ pub fn render(inputs: &Inputs, rows: &[BenchRow], plots: &[PlotFile]) -> String 
     order.sort_by_key(|(i, r)| (sort_key(r, first_seen(r)), *i));
     let mut suites: Vec<String> = order.iter().map(|(_, r)| r.suite.clone()).collect();
     suites.dedup();
-    let arch = inputs
-        .manifest()
-        .and_then(|(m, _)| m.get("arch").and_then(Value::as_str).map(str::to_string));
+    // `arch` at top level (older manifests) or the GPU's (`gpu.Ok.arch`, serialized `Sm90a`).
+    let arch = inputs.manifest().and_then(|(m, _)| environment::arch(m));
     let check: &[CheckRow] = inputs.check.get().map(Vec::as_slice).unwrap_or(&[]);
     for suite in &suites {
         let members: Vec<&BenchRow> = order

@@ -5,7 +5,9 @@
 //! - `check.json`: the resource table `sdpa-lab check --json` writes, for the resources column;
 //! - `verify.json`, `stages.json`: shown generically (any list of objects, or an object);
 //! - `manifest.json`: the environment; absent, the first bench file's manifest is used.
+//!   Its `{"Ok": ..}` / `{"Err": ..}` wrappers are shown as values (see [`environment`]).
 
+pub mod environment;
 pub mod markdown;
 pub mod plots;
 

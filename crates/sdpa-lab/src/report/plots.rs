@@ -1,12 +1,16 @@
 //! SVG plots with plotters: TFLOPS against sequence length for the fa and fp8 grids (one plot
 //! per precision, head dim, mask and timing mode; one line per implementation), and grouped
-//! bars of µs per call for the mission and decode suites.
+//! bars of µs per call for the mission and decode suites. A plot whose values span more than
+//! a decade (the mission suite: a few µs for tiny shapes, 100+ µs for long ones) gets a
+//! logarithmic y axis, so the small values stay readable instead of flattening to the floor;
+//! the axis title then says "log scale".
 
 use super::ReportError;
 use crate::bench::record::{BenchRow, IMPL_OURS, IMPL_TORCH};
 pub use crate::bench::suites::short_len;
 use fp8_sdpa::{DType, Precision};
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -144,6 +148,118 @@ impl Ranged for KeyAxis {
     }
 }
 
+/// Values spanning more than this ratio (largest / smallest positive) get a log y axis.
+pub const LOG_SCALE_SPAN: f64 = 10.0;
+
+/// Whether a plot of these values gets a log axis: its positive values span more than
+/// [`LOG_SCALE_SPAN`] (non-positive and non-finite values are ignored).
+pub fn wants_log_scale(values: impl IntoIterator<Item = f64>) -> bool {
+    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
+    for v in values.into_iter().filter(|v| v.is_finite() && *v > 0.0) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    hi > 0.0 && hi / lo > LOG_SCALE_SPAN
+}
+
+/// The y axis: linear from 0, or base-10 logarithmic with labels at 1, 2 and 5 per decade
+/// (only powers of ten beyond four decades, unless the axis has room) and a light grid line
+/// at every integer multiple.
+#[derive(Debug, Clone)]
+struct ValueAxis {
+    lo: f64,
+    hi: f64,
+    log: bool,
+}
+
+impl ValueAxis {
+    /// A linear axis `0..top`.
+    fn linear(top: f64) -> Self {
+        ValueAxis {
+            lo: 0.0,
+            hi: top,
+            log: false,
+        }
+    }
+
+    /// A log axis from the power of ten at or below `min` (a little room under the smallest
+    /// value) to `max` raised by `headroom` of the axis height (for the legend and labels).
+    fn log(min: f64, max: f64, headroom: f64) -> Self {
+        let lo = 10f64.powf((min * 0.8).log10().floor());
+        let decades = (max.log10() - lo.log10()).max(0.1);
+        // headroom is a fraction of the final height: top = max · 10^(decades·h/(1−h))
+        let hi = max * 10f64.powf(decades * headroom / (1.0 - headroom));
+        ValueAxis { lo, hi, log: true }
+    }
+
+    /// The bottom of the axis, where bars start.
+    fn floor(&self) -> f64 {
+        self.lo
+    }
+
+    /// The value `frac` of the axis height above `y` (for labels over bars).
+    fn above(&self, y: f64, frac: f64) -> f64 {
+        if self.log {
+            y * (self.hi / self.lo).powf(frac)
+        } else {
+            y + (self.hi - self.lo) * frac
+        }
+    }
+
+    /// Log-axis ticks: the bold ones (labelled) or the light grid lines.
+    fn log_ticks(&self, max_points: usize, light: bool) -> Vec<f64> {
+        let first = self.lo.log10().floor() as i32;
+        let last = self.hi.log10().ceil() as i32;
+        let decades = (self.hi / self.lo).log10().ceil().max(1.0) as usize;
+        let mults: &[f64] = if light {
+            &[2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
+        } else if decades <= 4 || decades * 3 <= max_points {
+            &[1.0, 2.0, 5.0]
+        } else {
+            &[1.0]
+        };
+        let mut out = Vec::new();
+        for e in first..=last {
+            for m in mults {
+                let v = m * 10f64.powi(e);
+                if v >= self.lo * (1.0 - 1e-9) && v <= self.hi * (1.0 + 1e-9) {
+                    out.push(v);
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Ranged for ValueAxis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let f = if self.log {
+            let v = value.max(self.lo * 1e-3);
+            (v / self.lo).ln() / (self.hi / self.lo).ln()
+        } else if self.hi > self.lo {
+            (value - self.lo) / (self.hi - self.lo)
+        } else {
+            0.5
+        };
+        limit.0 + (f * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if self.log {
+            self.log_ticks(hint.max_num_points(), hint.weight().allow_light_points())
+        } else {
+            RangedCoordf64::from(self.lo..self.hi).key_points(hint)
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.lo..self.hi
+    }
+}
+
 fn plot_err(path: &Path) -> impl Fn(String) -> ReportError + '_ {
     move |reason| ReportError::Plot {
         path: path.to_path_buf(),
@@ -165,11 +281,20 @@ fn draw_lines(path: &Path, title: &str, x_desc: &str, series: &[Series]) -> Resu
     let (Some(&x0), Some(&x1)) = (xs.first(), xs.last()) else {
         return Err("no points".into());
     };
-    let ymax = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .fold(0.0f64, f64::max);
-    let ymax = if ymax > 0.0 { ymax * 1.12 } else { 1.0 };
+    let values = || series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+    let ymax = values().fold(0.0f64, f64::max);
+    let ymin = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
+    let y_axis = if wants_log_scale(values()) {
+        ValueAxis::log(ymin, ymax, 0.08)
+    } else {
+        ValueAxis::linear(if ymax > 0.0 { ymax * 1.12 } else { 1.0 })
+    };
+    let log = y_axis.log;
+    let y_desc = if log {
+        "TFLOPS (median run, log scale)"
+    } else {
+        "TFLOPS (median run)"
+    };
     let root = SVGBackend::new(path, (960, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut chart = ChartBuilder::on(&root)
@@ -183,17 +308,23 @@ fn draw_lines(path: &Path, title: &str, x_desc: &str, series: &[Series]) -> Resu
                 hi: x1 + 0.4,
                 keys: xs.clone(),
             },
-            0.0..ymax,
+            y_axis,
         )
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
         .x_desc(x_desc)
-        .y_desc("TFLOPS (median run)")
+        .y_desc(y_desc)
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 15))
         .x_label_formatter(&|x| short_len(2f64.powf(*x).round() as usize))
-        .y_label_formatter(&|y| format!("{y:.0}"))
+        .y_label_formatter(&|y| {
+            if log {
+                log_tick_label(*y)
+            } else {
+                format!("{y:.0}")
+            }
+        })
         .draw()
         .map_err(|e| e.to_string())?;
     for (i, s) in series.iter().enumerate() {
@@ -248,6 +379,20 @@ fn draw_bars(
     if n == 0 || ymax <= 0.0 {
         return Err("no values".into());
     }
+    let values = || series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+    let ymin = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
+    // Headroom above the tallest bar keeps the legend clear of the bars.
+    let y_axis = if wants_log_scale(values()) {
+        ValueAxis::log(ymin, ymax, 0.31)
+    } else {
+        ValueAxis::linear(ymax * 1.45)
+    };
+    let log = y_axis.log;
+    let y_desc = if log {
+        format!("{y_desc}, log scale")
+    } else {
+        y_desc.to_string()
+    };
     let root = SVGBackend::new(path, (960, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let keys: Vec<f64> = (0..n).map(|i| i as f64).collect();
@@ -256,14 +401,13 @@ fn draw_bars(
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(64)
-        // Headroom above the tallest bar keeps the legend clear of the bars.
         .build_cartesian_2d(
             KeyAxis {
                 lo: -0.5,
                 hi: n as f64 - 0.5,
                 keys,
             },
-            0.0..ymax * 1.45,
+            y_axis.clone(),
         )
         .map_err(|e| e.to_string())?;
     let cats = categories.to_vec();
@@ -271,10 +415,16 @@ fn draw_bars(
         .configure_mesh()
         .disable_x_mesh()
         .x_desc("case")
-        .y_desc(y_desc)
+        .y_desc(&y_desc)
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 15))
-        .y_label_formatter(&|y| format_value(*y))
+        .y_label_formatter(&|y| {
+            if log {
+                log_tick_label(*y)
+            } else {
+                format_value(*y)
+            }
+        })
         .x_label_formatter(&move |x| {
             let i = x.round();
             if (x - i).abs() < 1e-6 && i >= 0.0 {
@@ -293,7 +443,10 @@ fn draw_bars(
         chart
             .draw_series(bars.iter().map(|&(x, y)| {
                 let left = x - 0.4 + k as f64 * w;
-                Rectangle::new([(left, 0.0), (left + w * 0.92, y)], color.filled())
+                Rectangle::new(
+                    [(left, y_axis.floor()), (left + w * 0.92, y)],
+                    color.filled(),
+                )
             }))
             .map_err(|e| e.to_string())?
             .label(s.label.clone())
@@ -304,7 +457,7 @@ fn draw_bars(
                     let left = x - 0.4 + k as f64 * w;
                     Text::new(
                         format_value(y),
-                        (left, y + ymax * 0.02),
+                        (left, y_axis.above(y, 0.015)),
                         ("sans-serif", 11).into_font(),
                     )
                 }))
@@ -319,6 +472,16 @@ fn draw_bars(
         .draw()
         .map_err(|e| e.to_string())?;
     root.present().map_err(|e| e.to_string())
+}
+
+/// A log axis's tick label: 1, 2, 5, 10, 20, … without trailing zeros; 0.5, 0.02 below one.
+fn log_tick_label(v: f64) -> String {
+    if v >= 1.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.4}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
 }
 
 /// Three significant figures, enough for a bar label.

@@ -116,7 +116,18 @@ impl Space {
                 ],
                 "portable.m64.n64.w4.s2.b1.ctex",
             ),
-            Family::Reference | Family::Decode => return None,
+            // Decode: warps split each key step (their count is the CTA's structure), the
+            // ring depth, then keys per step and CTAs per SM (which also sets the split count).
+            Family::Decode => (
+                vec![
+                    d(Warps, Macro, &[1, 2, 4, 8]),
+                    d(Stages, Macro, &[2, 3, 4, 5]),
+                    d(TileN, Micro, &[16, 32, 64, 128, 256]),
+                    d(MinBlocks, Micro, &[1, 2, 3, 4]),
+                ],
+                "decode.m16.n64.w4.s3.b2.cex",
+            ),
+            Family::Reference => return None,
         };
         Some(Space {
             family,
@@ -201,7 +212,11 @@ impl Space {
 
     /// The registry's default for the class, as a genome, when it lies in the space.
     pub fn default_genome(&self) -> Option<Genome> {
-        let v = registry::default_variant(self.arch, self.precision, self.head_dim, self.causal);
+        let v = if self.family == Family::Decode {
+            registry::decode_default(self.arch, self.precision, self.head_dim)
+        } else {
+            registry::default_variant(self.arch, self.precision, self.head_dim, self.causal)
+        };
         (v.family == self.family)
             .then(|| self.genome_of(&v))
             .flatten()
@@ -274,6 +289,7 @@ mod tests {
         for s in [
             hopper(),
             Space::new(Family::Portable, Arch::Sm80, Precision::F16, 64, true).unwrap(),
+            Space::new(Family::Decode, Arch::Sm90a, Precision::Fp8KvF16, 128, false).unwrap(),
         ] {
             let valid = s.enumerate_valid();
             assert!(valid.len() > 10, "{:?}: {}", s.family, valid.len());
@@ -287,6 +303,9 @@ mod tests {
         let h = hopper();
         let g = h.default_genome().unwrap();
         assert_eq!(h.variant(&g).key(), "hopper.m128.n128.w12.s2.b1.w4pogex");
+        let dec = Space::new(Family::Decode, Arch::Sm90a, Precision::F16, 128, false).unwrap();
+        let g = dec.default_genome().unwrap();
+        assert_eq!(dec.variant(&g).key(), "decode.m16.n64.w4.s3.b2.cex");
     }
 
     #[test]
