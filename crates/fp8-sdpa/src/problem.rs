@@ -63,18 +63,24 @@ impl AttnShape {
     pub fn rows_per_kv_head(&self) -> usize {
         self.seq_q * self.group().max(1)
     }
-    /// A decode-shaped call: at most [`AttnShape::DECODE_ROWS`] query rows per kv head, so
-    /// K/V dominate the bytes and the work must be split along the keys to fill the GPU.
+    /// A decode-shaped call: at most [`AttnShape::DECODE_ROWS`] query rows per kv head
+    /// against at least [`AttnShape::DECODE_MIN_KEYS`] keys, so K/V dominate the bytes and the
+    /// work must be split along the keys to fill the GPU. The decode family serves these.
     ///
     /// ```
     /// use fp8_sdpa::AttnShape;
     /// assert!(AttnShape::new(32, 1, 4096, 32, 8, 128).is_decode()); // 4 rows per kv head
     /// assert!(AttnShape::new(8, 4, 32768, 32, 8, 128).is_decode()); // speculative, 16 rows
     /// assert!(!AttnShape::new(2, 512, 512, 8, 8, 64).is_decode()); // prefill
+    /// assert!(!AttnShape::new(1, 32, 32, 1, 1, 64).is_decode()); // a tiny cache
     /// ```
     pub fn is_decode(&self) -> bool {
-        self.rows_per_kv_head() <= Self::DECODE_ROWS
+        self.rows_per_kv_head() <= Self::DECODE_ROWS && self.seq_kv >= Self::DECODE_MIN_KEYS
     }
+    /// Fewest keys of a decode-shaped call. Measured on the H100: from 4k keys the decode
+    /// family runs at the copy ceiling's rate; at 32 keys (B1 H1 Sq 32) it took 4.8 µs
+    /// against the portable tile's 2.4 (runs 115 and 121). Between them it is not measured.
+    pub const DECODE_MIN_KEYS: usize = 1024;
     /// The decode family's limit on query rows per kv head (issue 27: Sq x group <= 64).
     pub const DECODE_ROWS: usize = 64;
     /// Number of (query, key) pairs that take part: all of them, or under a causal mask

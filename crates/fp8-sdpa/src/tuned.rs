@@ -38,12 +38,12 @@ pub const TABLE_ENV: &str = "SDPA_TUNED_TABLE";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ShapeClass {
-    /// Non-causal, more query rows than a decode call.
+    /// Non-causal, not decode-shaped.
     Prefill,
-    /// Causal, more query rows than a decode call.
+    /// Causal, not decode-shaped.
     Causal,
     /// At most 64 query rows per kv head (one new token, or a few under speculative
-    /// decoding, times the GQA group): see [`AttnShape::is_decode`].
+    /// decoding, times the GQA group) against 1k keys or more: see [`AttnShape::is_decode`].
     Decode,
 }
 

@@ -348,9 +348,10 @@ pub fn default_variant_for_shape(
     sm_count: u32,
 ) -> Variant {
     let head_dim = shape.head_dim as u32;
-    // Decode-shaped calls (few query rows per kv head): the decode family splits the keys
-    // across CTAs and reads K/V once per GQA group. Run 120, H100, Sq 1, Hq 32, D128, fp16:
-    // 2.77-3.07 TB/s (B 32 Skv 4k, B 8 Skv 32k), the copy ceiling's range.
+    // Decode-shaped calls (`AttnShape::is_decode`: few query rows per kv head, a cache of
+    // 1k keys or more): the decode family splits the keys across CTAs and reads K/V once per
+    // GQA group. Run 121, H100, Hq 32, D128, fp16: 2.8-3.07 TB/s from Skv 4k at B >= 4
+    // (0.94-1.00x cuDNN), Sq 4 3.3-11.8x cuDNN.
     if shape.is_decode() && decode_precisions(precision, head_dim) {
         let d = decode_default(arch, precision, head_dim);
         let spec = KernelSpec {
@@ -372,7 +373,14 @@ pub fn default_variant_for_shape(
     // D64 below S 2k: the 128-row persistent ping-pong tile leads the 192-row one (round 22,
     // run 116, fp16 / bf16: S 1k 426 / 429 TFLOPS against 405 / 403, causal 264 / 265
     // against 258 / 261); 192-row blocks leave more of the last block and the diagonal idle.
-    if base.family == Family::Hopper && head_dim == 64 && shape.seq_q < 2048 {
+    // The same 128-row tile where the 192-row one leaves too few work tiles to balance the
+    // SMs (fewer than four per SM): the mission suite's `long` (B2 H8 S 2k, 176 tiles of 192
+    // rows on 132 SMs) took 58.0 µs on the 192-row tile (run 121) against 41.3 on the 128-row
+    // one (run 115).
+    if base.family == Family::Hopper
+        && head_dim == 64
+        && (shape.seq_q < 2048 || grid_blocks(&base, shape) < 4 * u64::from(sm_count))
+    {
         base = v(HOPPER_N128_PERSISTENT);
     }
     // Causal with 8-bit K/V on Hopper: the 256-row tiles of the non-causal defaults win from

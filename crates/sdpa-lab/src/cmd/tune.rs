@@ -17,7 +17,7 @@ use fp8_sdpa::runtime::{CallOptions, Device, KernelChoice};
 use fp8_sdpa::tuned::{ShapeClass, TunedEntry, TunedTable};
 use fp8_sdpa::{AttnParams, AttnShape, Error, Family, Layout, Precision, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -34,7 +34,7 @@ pub struct Args {
     /// Head dim: 64, 128 or 256.
     #[arg(long, default_value_t = 128)]
     pub head_dim: u32,
-    /// Problem class: prefill (S 4k, non-causal), causal (S 4k) or decode (Sq 1, Skv 4k).
+    /// Problem class: prefill (non-causal) or causal, timed at S 1k, 4k and 16k; decode (Sq 1), timed at B32 Skv 4k, B4 Skv 128k, B1 Skv 4k (Hkv 8) and B8 Skv 32k (Hkv 32). A candidate's time is the geometric mean over its class's shapes
     #[arg(long, default_value = "prefill")]
     pub shape_class: String,
     /// Candidates to evaluate (distinct variants).
@@ -71,15 +71,47 @@ pub struct Args {
     /// variant of the space for this arch, in parallel, into tune_log.csv.
     #[arg(long, value_name = "ARCH")]
     pub offline: Option<String>,
+    /// No GPU: replay the search from this result cache (each candidate answered with its
+    /// measured result) for `--seeds` seeds, the tuner against random search at `--budget`;
+    /// writes curves.csv and curves.svg (best so far over the cache's best). Meant for a
+    /// cache that holds the whole space (an exhaustive run).
+    #[arg(long, value_name = "CACHE")]
+    pub replay: Option<PathBuf>,
+    /// Seeds of `--replay`, from `--seed` on.
+    #[arg(long, default_value_t = 20)]
+    pub seeds: u64,
+    /// The arch whose rules decide which variants are valid in `--replay`.
+    #[arg(long, default_value = "sm_90a")]
+    pub arch: String,
 }
 
-/// The shape a class is timed on.
-fn timed_shape(class: ShapeClass, head_dim: u32) -> AttnShape {
+/// The shapes a class is timed on; a candidate's time is the geometric mean of its medians
+/// over them. One shape per class picked winners that lost elsewhere in the class (run 123:
+/// the B32 Skv 4k decode winner took 1.14x the default's time at B4 Skv 128k; the S 4k
+/// prefill winner 1.07x at S 1k), and a tuned entry serves the whole class.
+fn timed_shapes(class: ShapeClass, head_dim: u32) -> Vec<AttnShape> {
     let d = head_dim as usize;
+    let h = 2048 / d;
     match class {
-        ShapeClass::Decode => AttnShape::new(32, 1, 4096, 32, 8, d),
-        _ => AttnShape::new(4, 4096, 4096, 2048 / d, 2048 / d, d),
+        // Full batches, a long cache, one sequence (the split must fill the GPU), and MHA.
+        ShapeClass::Decode => vec![
+            AttnShape::new(32, 1, 4096, 32, 8, d),
+            AttnShape::new(4, 1, 131072, 32, 8, d),
+            AttnShape::new(1, 1, 4096, 32, 8, d),
+            AttnShape::new(8, 1, 32768, 32, 32, d),
+        ],
+        // The fa grid's short, middle and long points (16k tokens, hidden 2048).
+        _ => vec![
+            AttnShape::new(16, 1024, 1024, h, h, d),
+            AttnShape::new(4, 4096, 4096, h, h, d),
+            AttnShape::new(1, 16384, 16384, h, h, d),
+        ],
     }
+}
+
+/// Geometric mean.
+fn geomean(xs: &[f64]) -> f64 {
+    (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len().max(1) as f64).exp()
 }
 
 /// Ragged correctness shapes: (batch, seq_q, seq_kv, heads_q, heads_kv).
@@ -94,7 +126,7 @@ struct Gpu<'a> {
     stream: Arc<CudaStream>,
     compiler: Compiler,
     flusher: Flusher,
-    case: BenchCase,
+    cases: Vec<BenchCase>,
     class: ShapeClass,
     cache: Cache,
     read_cache: bool,
@@ -122,16 +154,23 @@ fn sticky(e: &str) -> bool {
 
 impl Gpu<'_> {
     fn key(&self, space: &Space, g: &Genome) -> Key {
-        let s = &self.case.shape;
+        let shapes: Vec<String> = self
+            .cases
+            .iter()
+            .map(|c| {
+                let s = &c.shape;
+                format!(
+                    "{}x{}x{}x{}/{}",
+                    s.batch, s.seq_q, s.seq_kv, s.heads_q, s.heads_kv
+                )
+            })
+            .collect();
         Key {
             variant: space.variant(g).key(),
             precision: space.precision.name().into(),
             head_dim: space.head_dim,
             shape_class: self.class.name().into(),
-            shape: format!(
-                "{}x{}x{}x{}/{}",
-                s.batch, s.seq_q, s.seq_kv, s.heads_q, s.heads_kv
-            ),
+            shape: shapes.join(";"),
             device: self.machine.0.clone(),
             driver: self.machine.1,
             nvrtc: self.machine.2.clone(),
@@ -198,25 +237,33 @@ impl Gpu<'_> {
                 }
             }
         }
-        // Gate 3: a short timing run (the protocol's minimum) prunes clear losers.
+        // Gate 3: a short timing run (the protocol's minimum) prunes clear losers. Times are
+        // geometric means over the class's shapes.
         let time = |gpu: &mut Self, iters: usize| -> std::result::Result<f64, (Gate, String)> {
-            let row = crate::cmd::bench::bench_one(
-                gpu.dev,
-                &gpu.stream,
-                &gpu.case,
-                gpu.case.mode,
-                spec.variant,
-                iters,
-                &mut gpu.flusher,
-            );
-            match (row.median_us(), row.correctness.as_ref().map(|c| c.passed)) {
-                (Some(us), Some(true)) => Ok(us),
-                (_, Some(false)) => Err((
-                    Gate::Correctness,
-                    "wrong result on the timed shape".to_string(),
-                )),
-                _ => Err((Gate::Timed, row.status.clone())),
+            let mut medians = Vec::new();
+            for i in 0..gpu.cases.len() {
+                let case = gpu.cases[i].clone();
+                let row = crate::cmd::bench::bench_one(
+                    gpu.dev,
+                    &gpu.stream,
+                    &case,
+                    case.mode,
+                    spec.variant,
+                    iters,
+                    &mut gpu.flusher,
+                );
+                match (row.median_us(), row.correctness.as_ref().map(|c| c.passed)) {
+                    (Some(us), Some(true)) => medians.push(us),
+                    (_, Some(false)) => {
+                        return Err((
+                            Gate::Correctness,
+                            format!("wrong result on the timed shape {}", case.name),
+                        ))
+                    }
+                    _ => return Err((Gate::Timed, format!("{}: {}", case.name, row.status))),
+                }
             }
+            Ok(geomean(&medians))
         };
         let short = match time(self, 100) {
             Ok(us) => us,
@@ -334,6 +381,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
             class.name()
         )));
     }
+    if let Some(cache) = &a.replay {
+        return replay(&a, cache, family, precision, class);
+    }
     if let Some(arch) = &a.offline {
         return offline(&a, family, precision, class, arch.parse()?);
     }
@@ -361,7 +411,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     // launch. SAFETY: nothing else uses this context concurrently.
     unsafe { dev.context().disable_event_tracking() };
     let stream = dev.new_stream()?;
-    let shape = timed_shape(class, a.head_dim);
+    let shapes = timed_shapes(class, a.head_dim);
     let bar = ProgressBar::new(a.budget as u64);
     bar.set_style(
         ProgressStyle::with_template("tune {bar:40} {pos}/{len} candidates, {elapsed} {msg}")
@@ -384,15 +434,18 @@ pub fn run(a: Args) -> Result<ExitCode> {
         flusher: Flusher::new(&stream, dev.info().l2_bytes)?,
         stream,
         compiler: Compiler::new()?,
-        case: BenchCase {
-            suite: "tune".into(),
-            name: format!("{}_d{}", class.name(), a.head_dim),
-            shape,
-            precision,
-            causal,
-            mode: TimingMode::Hot,
-            page_size: None,
-        },
+        cases: shapes
+            .iter()
+            .map(|&shape| BenchCase {
+                suite: "tune".into(),
+                name: format!("{}_d{}_{}", class.name(), a.head_dim, shape_label(&shape)),
+                shape,
+                precision,
+                causal,
+                mode: TimingMode::Hot,
+                page_size: None,
+            })
+            .collect(),
         class,
         cache,
         read_cache: a.resume,
@@ -464,7 +517,13 @@ pub fn run(a: Args) -> Result<ExitCode> {
         .filter(|r| r.eval.gate == Gate::Timed)
         .collect();
     timed.sort_by(|x, y| x.eval.cost().total_cmp(&y.eval.cost()));
-    let flops = crate::bench::flops::flops(&shape, causal);
+    // TFLOPS of a geometric-mean time: the geometric mean of the shapes' FLOPs over it.
+    let flops = geomean(
+        &shapes
+            .iter()
+            .map(|s| crate::bench::flops::flops(s, causal))
+            .collect::<Vec<_>>(),
+    );
     let topk: Vec<_> = timed
         .iter()
         .take(5)
@@ -500,7 +559,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         tflops: Some(flops / us / 1e6),
         note: Some(format!(
             "sdpa-lab tune, {} on {}, {} evaluations, seed {}",
-            shape_label(&shape),
+            shapes.iter().map(shape_label).collect::<Vec<_>>().join(", "),
             dev.info().name,
             outcome.records.len(),
             a.seed
@@ -543,6 +602,125 @@ fn shape_label(s: &AttnShape) -> String {
         "B{} Sq{} Skv{} H{}/{} D{}",
         s.batch, s.seq_q, s.seq_kv, s.heads_q, s.heads_kv, s.head_dim
     )
+}
+
+/// `--replay CACHE`: the search replayed from measured results, tuner against random.
+fn replay(
+    a: &Args,
+    cache_path: &Path,
+    family: Family,
+    precision: Precision,
+    class: ShapeClass,
+) -> Result<ExitCode> {
+    use crate::tune::replay::{curves, mean_ratio, plot, Replay};
+    let arch: fp8_sdpa::Arch = a.arch.parse()?;
+    let causal = class == ShapeClass::Causal;
+    let space = Space::new(family, arch, precision, a.head_dim, causal).ok_or_else(|| {
+        Error::Unsupported(format!("the {} family has no tunable space", family.name()))
+    })?;
+    if !cache_path.exists() {
+        return Err(Error::InvalidInput(format!(
+            "{}: no such result cache (write one with `tune --cache`)",
+            cache_path.display()
+        )));
+    }
+    let cache = Cache::open(cache_path, true).map_err(Error::io(cache_path))?;
+    let mut r = Replay::new(&cache, &space, class.name());
+    let Some((best_key, opt)) = r.optimum() else {
+        return Err(Error::InvalidInput(format!(
+            "{}: no timed result for {} {precision} d{} {}",
+            cache_path.display(),
+            family.name(),
+            a.head_dim,
+            class.name()
+        )));
+    };
+    let valid = space.enumerate_valid().len();
+    let missing = r.missing(&space);
+    if missing > 0 {
+        eprintln!(
+            "note: {missing} of {valid} valid variants have no result in the cache; the replay \
+             counts them as failed at the first gate, and the optimum is the cache's best only"
+        );
+    }
+    let start: Vec<Genome> = space.default_genome().into_iter().collect();
+    let all = curves(&space, &mut r, a.budget, a.seed, a.seeds, &start);
+    std::fs::create_dir_all(&a.out).map_err(Error::io(&a.out))?;
+    let csv_path = a.out.join("curves.csv");
+    let mut w = csv::Writer::from_path(&csv_path)
+        .map_err(|e| Error::InvalidInput(format!("{}: {e}", csv_path.display())))?;
+    let err = |e: csv::Error| Error::InvalidInput(format!("{}: {e}", csv_path.display()));
+    w.write_record([
+        "search",
+        "seed",
+        "evaluations",
+        "best_us",
+        "best_over_optimum",
+    ])
+    .map_err(err)?;
+    for c in &all {
+        for (i, b) in c.best_us.iter().enumerate() {
+            let (us, ratio) = if b.is_finite() {
+                (format!("{b:.3}"), format!("{:.4}", b / opt))
+            } else {
+                (String::new(), String::new())
+            };
+            w.write_record([
+                c.search.to_string(),
+                c.seed.to_string(),
+                (i + 1).to_string(),
+                us,
+                ratio,
+            ])
+            .map_err(err)?;
+        }
+    }
+    w.flush().map_err(Error::io(&csv_path))?;
+    let title = format!(
+        "{} {precision} d{} {}: {} seeds, budget {} of {valid}",
+        family.name(),
+        a.head_dim,
+        class.name(),
+        a.seeds,
+        a.budget
+    );
+    let svg = a.out.join("curves.svg");
+    plot(&all, opt, &title, &svg)
+        .map_err(|e| Error::InvalidInput(format!("{}: {e}", svg.display())))?;
+    println!(
+        "replay of {} ({} results; {valid} valid variants, best {best_key} at {opt:.2} us), \
+         budget {}, seeds {}..{}",
+        cache_path.display(),
+        r.measured(),
+        a.budget,
+        a.seed,
+        a.seed + a.seeds
+    );
+    for search in ["evo", "random"] {
+        let of: Vec<_> = all.iter().filter(|c| c.search == search).collect();
+        let within = of
+            .iter()
+            .filter(|c| c.evals_to(opt, 0.02).is_some())
+            .count();
+        let evals: Vec<usize> = of.iter().filter_map(|c| c.evals_to(opt, 0.02)).collect();
+        let mean_final = mean_ratio(&all, search, opt).last().copied().flatten();
+        println!(
+            "  {:<6} within 2 % of the best in {within}/{} seeds{}; mean final best {}",
+            if search == "evo" { "tuner" } else { "random" },
+            of.len(),
+            if evals.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (after {:.1} evaluations on average)",
+                    evals.iter().sum::<usize>() as f64 / evals.len() as f64
+                )
+            },
+            mean_final.map_or("-".into(), |m| format!("{m:.3}x"))
+        );
+    }
+    println!("wrote {} and {}", csv_path.display(), svg.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `--offline ARCH`: gate 1 over the whole valid space, no GPU.

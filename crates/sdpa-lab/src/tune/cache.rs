@@ -104,6 +104,11 @@ impl Cache {
     pub fn len(&self) -> usize {
         self.entries.len()
     }
+
+    /// Every result held, in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = (&Key, &Eval)> {
+        self.entries.iter()
+    }
 }
 
 #[cfg(test)]

@@ -3,4 +3,5 @@
 
 pub mod cache;
 pub mod evo;
+pub mod replay;
 pub mod space;
