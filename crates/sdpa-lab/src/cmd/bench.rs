@@ -43,8 +43,9 @@ pub struct Args {
     /// Timing mode for every case (default: each case's suggested mode).
     #[arg(long)]
     pub mode: Option<TimingMode>,
-    /// Also time PyTorch's SDPA backends (flash, cuDNN, efficient) on the same shapes, and
-    /// FlashAttention-3 where its Python interface imports (its rows say so when it does not).
+    /// Also time PyTorch's SDPA backends (flash, cuDNN, efficient) on the same shapes,
+    /// FlashAttention-3 where its Python interface imports, and FlashInfer's paged decode on
+    /// the Sq 1 decode rows where `flashinfer` imports (rows say so when a peer is missing).
     #[arg(long)]
     pub peers: bool,
     /// The peers script.
