@@ -727,16 +727,11 @@ impl KernelSpec {
             Family::Reference => 0,
             Family::Decode => {
                 // decode.cu's layout, per warp: `stages` K and V steps of tile_n / warps keys
-                // in the K/V storage type, plus a 16-bit K and V staging pair for 8-bit K/V;
-                // at least the warps' merge area (16 x d fp32 of O, 16 maxima, 16 sums).
+                // in the K/V storage type (8-bit K/V decode in registers: no staging); at
+                // least the warps' merge area (16 x d fp32 of O, 16 maxima, 16 sums).
                 let kw = v.tile_n / v.warps;
                 let es = if self.precision.kv_is_8bit() { 1 } else { 2 };
-                let staging = if self.precision.kv_is_8bit() {
-                    2 * kw * 2 * d
-                } else {
-                    0
-                };
-                let warp = v.stages * 2 * kw * d * es + staging;
+                let warp = v.stages * 2 * kw * d * es;
                 let merge = 16 * d * 4 + 2 * 16 * 4;
                 warp.max(merge) * v.warps
             }

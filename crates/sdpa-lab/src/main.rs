@@ -7,6 +7,7 @@ mod ceilings;
 mod cmd;
 mod compare;
 mod manifest;
+mod profile;
 mod report;
 mod timing;
 mod tune;
@@ -46,9 +47,11 @@ enum Command {
     /// kernels on a suite, with cuBLASLt GEMM and copy ceilings and, with --peers, PyTorch's
     /// SDPA backends on the same shapes in the same run. Writes bench.json.
     Bench(cmd::bench::Args),
-    /// The main job: env, check, verify, bench with PyTorch peers, report, into
-    /// artifacts/<timestamp>/. Without a GPU it runs the offline stages and reports the rest
-    /// as not run (exit 3); exit 0 means every gate held, 1 that a stage failed.
+    /// The main job: env, check, verify, bench with PyTorch peers, a short tune, profile (when
+    /// ncu can read the counters), report, into artifacts/<timestamp>/. A failed stage stops
+    /// the stages that depend on it; stages.json says which ran and why others did not.
+    /// Without a GPU it runs the offline stages and reports the rest as not run (exit 3); exit
+    /// 0 means every stage that ran passed, 1 that a stage failed.
     Repro(cmd::repro::Args),
     /// Search a family's variant space for one problem class (EvoEngineer-Full: elites,
     /// rank-based parents, crossover and mutation, macro then micro knobs) through the gates
@@ -56,12 +59,22 @@ enum Command {
     /// run. Writes tune_log.csv, topk.json and tuned.json (a tuned-table entry; --install
     /// merges it into the user's table, which dispatch reads). Needs a GPU.
     Tune(cmd::tune::Args),
+    /// Nsight Compute metrics of our kernels on bench cases: a reference bench run (hot mode,
+    /// no profiler) times the cases, then ncu (`--clock-control none`, the SPEC's metrics)
+    /// profiles a few calls past warm-up of each case in a child process. Writes profile.json
+    /// and profile.md: per kernel duration, SM and DRAM throughput, achieved occupancy,
+    /// registers, L2 hit rate, tensor pipe and wgmma instructions; per case the bench median
+    /// beside ncu's time per call, flagged when they differ by more than --tolerance. Exit 0
+    /// when every case was profiled, 1 when some could not be, 3 when profiling is not
+    /// possible here (no ncu, no GPU, no access to the counters; profile.json says why).
+    Profile(cmd::profile::Args),
     /// Context-parallel attention over several GPUs (ring attention with zig-zag shards over
     /// NCCL, one process per GPU, NVLink multicast off), checked against the single-GPU
     /// kernel on the same inputs; reports time, scaling efficiency and bytes sent.
     CpBench(cmd::cp_bench::Args),
     /// Offline: read an artifacts folder (bench*.json and optional check.json, verify.json,
-    /// manifest.json, stages.json) and write summary.md with tables and SVG plots.
+    /// manifest.json, stages.json, profile.json) and write summary.md with tables and SVG
+    /// plots.
     Report(cmd::report::Args),
     /// Offline: compare two bench runs (bench files or artifacts folders) row by row: A and B
     /// medians, B/A, and whether the change is beyond the runs' spread (p10–p90 intervals that
@@ -85,6 +98,7 @@ fn main() -> ExitCode {
         Command::Report(a) => cmd::report::run(a),
         Command::Compare(a) => cmd::compare::run(a),
         Command::Tune(a) => cmd::tune::run(a),
+        Command::Profile(a) => cmd::profile::run(a),
         Command::CpBench(a) => cmd::cp_bench::run(a),
     };
     match result {

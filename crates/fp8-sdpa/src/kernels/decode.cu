@@ -11,8 +11,10 @@
 // K/V come contiguous ([batch, seq, heads_kv, dim] through strides) or paged (a page table
 // [batch, max_pages] of page indices into [pages, page_size, heads_kv, dim]); per-sequence
 // key counts come from `seqlens_k` when given. 8-bit K/V (E4M3) land in the ring as bytes and
-// each warp decodes its own rows into a 16-bit staging tile before ldmatrix; their descales
-// fold into the softmax scale (K) and the epilogue (V).
+// are decoded in registers (fragment decode, as the portable family's FRAG): 8-bit ldmatrix
+// gives each lane four codes that decode straight into mma B fragments, with Q's columns and
+// O's d-tiles permuted to match (see s_step / pv_step). Their descales fold into the softmax
+// scale (K) and the epilogue (V).
 #include "types.cuh"
 #include "softmax.cuh"
 #include "mma_sm80.cuh"
@@ -36,14 +38,14 @@ static_assert(SDPA_TILE_M == 16, "one m16 row tile per CTA");
 static_assert(KW % 16 == 0 && STAGES >= 2, "warp steps of whole k16 fragments, a real ring");
 static_assert(Same<T, half_t>::value || Same<T, bf16_t>::value, "16-bit Q");
 
-// Shared memory per warp: the ring (K then V per stage), then, for 8-bit K/V, the 16-bit
-// staging pair. 16-bit rows are swizzled Tile16 rows (2D bytes); 8-bit ring rows are plain.
+// Shared memory per warp: the ring, K then V per stage, in swizzled rows (Tile16 rows of 2D
+// bytes; 8-bit rows Tile8 rows of D bytes).
 typedef Tile16<2 * D, true> Tile;
+typedef Tile8<D> Tile8b;
 constexpr u32 RAW_ROW = D * sizeof(KvT);
 constexpr u32 RAW_TILE = KW * RAW_ROW;                    // one K or V step of one warp
 constexpr u32 STAGE_BYTES = 2 * RAW_TILE;
-constexpr u32 STAGING = KV8 ? 2 * KW * 2 * D : 0;
-constexpr u32 WARP_BYTES = STAGES * STAGE_BYTES + STAGING;
+constexpr u32 WARP_BYTES = STAGES * STAGE_BYTES;
 // After the loop the same memory holds each warp's O (16 x D fp32) and row max / sum.
 constexpr u32 MERGE_BYTES = 16 * D * 4 + 2 * 16 * 4;
 constexpr u32 SMEM = (WARP_BYTES > MERGE_BYTES ? WARP_BYTES : MERGE_BYTES) * WARPS;
@@ -73,7 +75,7 @@ __device__ __forceinline__ void load_step(const SdpaParams& p, const DecodeParam
     for (int c = lane; c < KW * CPR; c += 32) {
         const int row = c / CPR, chunk = c % CPR, key = key0 + row;
         const bool ok = key < end;
-        const u32 at = KV8 ? u32(row * RAW_ROW + chunk * 16) : Tile::off(row, chunk);
+        const u32 at = KV8 ? Tile8b::off(row, chunk) : Tile::off(row, chunk);
         i64 k_off, v_off;  // elements: the row's batch (or page) and sequence offsets
         if (paged) {
             int slot = 0, r = 0;  // a row past `end` reads nothing; slot 0 keeps its address in range
@@ -97,21 +99,105 @@ __device__ __forceinline__ void load_step(const SdpaParams& p, const DecodeParam
     }
 }
 
-// 8-bit K/V: the warp decodes its landed step into the 16-bit staging tiles. (A template,
-// so that 16-bit builds never instantiate the 8-bit decode.)
-template <bool ON> __device__ __forceinline__ void stage_step(u32 raw, u32 staging, int lane) {
-    if constexpr (ON) {
-        constexpr int CPR = RAW_ROW / 16;
+// P's accumulators (KW / 8 tiles of 16 x 8) as the A fragments of k16 step kk.
+__device__ __forceinline__ void p_frag(u32 (&pa)[4], const float (&s)[KW / 8][4], int kk) {
+    pa[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+    pa[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+    pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+// Four E4M3 (or other 8-bit) codes to two pairs of T: the low half's two codes, the high's.
+// A template on the code type, so that 16-bit builds, which have no decoder, never
+// instantiate one.
+template <typename K = KvT> __device__ __forceinline__ void decode4(u32 w, u32& lo, u32& hi) {
+    if constexpr (Same<K, e4m3_t>::value && Same<T, half_t>::value) e4m3x4_to_f16_h1(w, lo, hi);
+    else if constexpr (sizeof(K) == 1) Decode4<K, T>::run(w, lo, hi);
+}
+
+// S += Q.K^T over one warp step from an 8-bit K tile. ldmatrix (b16) over 8 keys x 16 codes
+// gives lane (g, t) codes d = 4t..4t+3 of key g: the B fragment {b0, b1} of a k16 block whose k
+// order is d 4t, 4t+1 (k 2t, 2t+1) and d 4t+2, 4t+3 (k 2t+8, 2t+9). Q's A fragments are loaded
+// in that order (q_col), so S is unchanged. One x4 covers four k16 blocks of 8 keys.
+__device__ __forceinline__ void s_step8(float (&s)[KW / 8][4], const u32 (&qa)[D / 16][4], u32 k_tile, int lane) {
+    const int sw = Tile8b::swz(lane & 7), c = (lane >> 3) ^ sw;  // this lane's row and chunk
 #pragma unroll
-        for (int c = lane; c < 2 * KW * CPR; c += 32) {
-            const int t = c / (KW * CPR), row = (c / CPR) % KW, chunk = c % CPR;
-            u32x4 lo, hi;
-            decode16<KvT, T>(lds16(raw + t * RAW_TILE + row * RAW_ROW + chunk * 16), lo, hi);
-            const u32 tile = staging + t * KW * 2 * D;
-            sts16(tile + Tile::off(row, 2 * chunk), lo);
-            sts16(tile + Tile::off(row, 2 * chunk + 1), hi);
+    for (int n = 0; n < KW / 8; ++n)
+#pragma unroll
+        for (int kq = 0; kq < D / 64; ++kq) {
+            u32 w[4];
+            ldmatrix_x4(w, k_tile + u32((8 * n + (lane & 7)) * D + ((c ^ (4 * kq)) << 4)));
+#pragma unroll
+            for (int m = 0; m < 4; ++m) {
+                u32 b0, b1;
+                decode4(w[m], b0, b1);
+                Mma<T>::run(s[n], qa[4 * kq + m], b0, b1);
+            }
+        }
+}
+
+// O += P.V over one warp step from an 8-bit V tile. ldmatrix .trans over 8 keys x 16 codes
+// gives lane (g, t) bytes {key 2t: d 2g, 2g+1; key 2t+1: d 2g, 2g+1}; one byte permute pairs
+// the two keys at d 2g (low half) and at d 2g+1 (high half), which decode to b0 of two d-tiles:
+// O's tile 2c holds the even columns of chunk c, tile 2c + 1 the odd ones (the epilogue puts
+// them back in order). One x4 covers 16 keys x 2 chunks.
+__device__ __forceinline__ void pv_step8(float (&o)[D / 8][4], const float (&s)[KW / 8][4], u32 v_tile, int lane) {
+    const int sw = Tile8b::swz(lane & 7);
+    const int row = (lane & 7) + 8 * ((lane >> 3) & 1), c = (lane >> 4) ^ sw;
+#pragma unroll
+    for (int kk = 0; kk < KW / 16; ++kk) {
+        u32 pa[4];
+        p_frag(pa, s, kk);
+#pragma unroll
+        for (int cc = 0; cc < D / 32; ++cc) {
+            u32 w[4];
+            ldmatrix_x4_trans(w, v_tile + u32((16 * kk + row) * D + ((c ^ (2 * cc)) << 4)));
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                u32 e0, o0, e1, o1;
+                decode4(prmt(w[2 * h], 0u, 0x3120u), e0, o0);      // keys 2t, 2t+1
+                decode4(prmt(w[2 * h + 1], 0u, 0x3120u), e1, o1);  // keys 2t+8, 2t+9
+                const int ch = 2 * cc + h;
+                Mma<T>::run(o[2 * ch], pa, e0, e1);
+                Mma<T>::run(o[2 * ch + 1], pa, o0, o1);
+            }
         }
     }
+}
+
+// The 16-bit forms: K and V tiles in Tile16 rows, read straight into fragments.
+__device__ __forceinline__ void s_step16(float (&s)[KW / 8][4], const u32 (&qa)[D / 16][4], u32 k_tile,
+                                         const LaneAddr<Tile>& k_addr) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+        for (int n = 0; n < KW / 16; ++n) {
+            u32 kb[4];
+            ldmatrix_x4(kb, k_addr.at(k_tile, 16 * n, 2 * kk));
+            Mma<T>::run(s[2 * n], qa[kk], kb[0], kb[1]);
+            Mma<T>::run(s[2 * n + 1], qa[kk], kb[2], kb[3]);
+        }
+}
+__device__ __forceinline__ void pv_step16(float (&o)[D / 8][4], const float (&s)[KW / 8][4], u32 v_tile,
+                                          const LaneAddr<Tile>& v_addr) {
+#pragma unroll
+    for (int kk = 0; kk < KW / 16; ++kk) {
+        u32 pa[4];
+        p_frag(pa, s, kk);
+#pragma unroll
+        for (int j = 0; j < D / 16; ++j) {
+            u32 vb[4];
+            ldmatrix_x4_trans(vb, v_addr.at(v_tile, 16 * kk, 2 * j));
+            Mma<T>::run(o[2 * j], pa, vb[0], vb[1]);
+            Mma<T>::run(o[2 * j + 1], pa, vb[2], vb[3]);
+        }
+    }
+}
+
+// Q column of A-fragment register i (row g or g + 8 by i & 1) in k16 block kk for lane t4:
+// 16-bit K/V take the mma's order; 8-bit K/V the fragment decode's (see s_step8).
+__device__ __forceinline__ int q_col(int kk, int i, int t4) {
+    return KV8 ? 16 * kk + 4 * t4 + 2 * (i >> 1) : 16 * kk + 2 * t4 + 8 * (i >> 1);
 }
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, SDPA_MIN_BLOCKS)
@@ -151,7 +237,7 @@ sdpa_decode(const __grid_constant__ SdpaParams p, const __grid_constant__ Decode
     for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const int r = i & 1, col = 16 * kk + 2 * t4 + 8 * (i >> 1);
+            const int r = i & 1, col = q_col(kk, i, t4);
             const bool ok = row0 + g + 8 * r < rows;
             const T* q = reinterpret_cast<const T*>(p.q) + b * p.q_stride_b + (ok ? pos[r] : 0) * p.q_stride_s +
                          (ok ? head[r] : 0) * p.q_stride_h + col;
@@ -159,7 +245,6 @@ sdpa_decode(const __grid_constant__ SdpaParams p, const __grid_constant__ Decode
         }
 
     const u32 base = smem_u32(smem_raw) + warp * WARP_BYTES;
-    const u32 staging = base + STAGES * STAGE_BYTES;
     const int steps = end > begin ? (end - begin + TILE_N - 1) / TILE_N : 0;
     auto key0_of = [&](int i) { return begin + i * TILE_N + warp * KW; };
 #pragma unroll
@@ -182,28 +267,15 @@ sdpa_decode(const __grid_constant__ SdpaParams p, const __grid_constant__ Decode
             if (next < steps) load_step(p, d, base + (next % STAGES) * STAGE_BYTES, b, hkv, key0_of(next), end, lane);
             cp_async_commit();
         }
-        u32 k_tile = base + (i % STAGES) * STAGE_BYTES, v_tile = k_tile + RAW_TILE;
-        if constexpr (KV8) {
-            stage_step<KV8>(k_tile, staging, lane);
-            __syncwarp();
-            k_tile = staging;
-            v_tile = staging + KW * 2 * D;
-        }
+        const u32 k_tile = base + (i % STAGES) * STAGE_BYTES, v_tile = k_tile + RAW_TILE;
         const int key0 = key0_of(i);
 
         // S = Q.K^T over this warp's KW keys: KW / 8 accumulators of 16 x 8.
         float s[KW / 8][4];
 #pragma unroll
         for (int n = 0; n < KW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-            for (int n = 0; n < KW / 16; ++n) {
-                u32 kb[4];
-                ldmatrix_x4(kb, k_addr.at(k_tile, 16 * n, 2 * kk));
-                Mma<T>::run(s[2 * n], qa[kk], kb[0], kb[1]);
-                Mma<T>::run(s[2 * n + 1], qa[kk], kb[2], kb[3]);
-            }
+        if constexpr (KV8) s_step8(s, qa, k_tile, lane);
+        else s_step16(s, qa, k_tile, k_addr);
 
         // Mask, then the online softmax in base 2 (row r of this lane: g + 8r).
         float alpha[2];
@@ -240,19 +312,8 @@ sdpa_decode(const __grid_constant__ SdpaParams p, const __grid_constant__ Decode
             for (int e = 0; e < 4; ++e) o[j][e] *= alpha[e >> 1];
 
         // O += P.V: P's accumulators are the A fragments of KW / 16 k16 steps.
-#pragma unroll
-        for (int kk = 0; kk < KW / 16; ++kk) {
-            const u32 pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                               pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                               pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-            for (int j = 0; j < D / 16; ++j) {
-                u32 vb[4];
-                ldmatrix_x4_trans(vb, v_addr.at(v_tile, 16 * kk, 2 * j));
-                Mma<T>::run(o[2 * j], pa, vb[0], vb[1]);
-                Mma<T>::run(o[2 * j + 1], pa, vb[2], vb[3]);
-            }
-        }
+        if constexpr (KV8) pv_step8(o, s, v_tile, lane);
+        else pv_step16(o, s, v_tile, v_addr);
         __syncwarp();  // every lane is done with the slot before it is refilled
     }
     cp_async_wait<0>();
@@ -266,11 +327,23 @@ sdpa_decode(const __grid_constant__ SdpaParams p, const __grid_constant__ Decode
     }
     __syncthreads();  // every warp's ring is idle: the memory becomes the merge area
     const u32 mine = smem_u32(smem_raw) + warp * MERGE_BYTES;
+    if constexpr (KV8) {
+        // Tiles 2c and 2c + 1 hold chunk c's even and odd columns: lane t4's four are
+        // d = 16c + 4t4 .. + 3, in the order even, odd, even, odd.
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j)
+        for (int c = 0; c < D / 16; ++c)
 #pragma unroll
-        for (int r = 0; r < 2; ++r)
-            sts_f32x2(mine + ((g + 8 * r) * D + 8 * j + 2 * t4) * 4, o[j][2 * r], o[j][2 * r + 1]);
+            for (int r = 0; r < 2; ++r)
+                sts16(mine + ((g + 8 * r) * D + 16 * c + 4 * t4) * 4,
+                      u32x4{__float_as_uint(o[2 * c][2 * r]), __float_as_uint(o[2 * c + 1][2 * r]),
+                            __float_as_uint(o[2 * c][2 * r + 1]), __float_as_uint(o[2 * c + 1][2 * r + 1])});
+    } else {
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+                sts_f32x2(mine + ((g + 8 * r) * D + 8 * j + 2 * t4) * 4, o[j][2 * r], o[j][2 * r + 1]);
+    }
     if (t4 == 0)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {

@@ -20,6 +20,19 @@ template <int ROW_BYTES, bool SWZ> struct Tile16 {
     }
 };
 
+// 8-bit tiles read by ldmatrix (fragment decode): rows of ROW_BYTES codes, chunk c of row r
+// stored at chunk c ^ swz(r), so that the 8 consecutive rows of one ldmatrix matrix at one
+// logical chunk hit 8 distinct 16-byte bank groups. Rows of 128 bytes or more: swz(r) = r % 8,
+// as in Tile16. 64-byte rows (4 chunks, two rows per 128-byte bank window): swz(r) =
+// (r / 2) % 4, so that the 4 even and the 4 odd rows of the 8 each take 4 distinct chunks, in
+// different halves of the window.
+template <int ROW_BYTES> struct Tile8 {
+    static_assert(ROW_BYTES == 64 || ROW_BYTES % 128 == 0, "rows of 64 bytes or whole bank windows");
+    static constexpr int STRIDE = ROW_BYTES;
+    __device__ __forceinline__ static int swz(int row) { return ROW_BYTES >= 128 ? (row & 7) : ((row >> 1) & 3); }
+    __device__ __forceinline__ static u32 off(int row, int chunk) { return u32(row * STRIDE + ((chunk ^ swz(row)) << 4)); }
+};
+
 // A lane's ldmatrix addresses into a Tile16, split so that the unrolled loops add only
 // compile-time immediates. The lane reads row `row0 + lane_row` (lane_row % 8 == lane % 8)
 // at chunk `chunk0 + lane_chunk` (lane_chunk 0 or 1), with row0 % 8 == 0 and chunk0 even.

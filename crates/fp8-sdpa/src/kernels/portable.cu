@@ -113,17 +113,7 @@ constexpr bool PAIRED = SDPA_PAIRED_ROWS != 0;
 constexpr bool Q_IN_REGS = (R == 1 && D <= 128) || (STREAM && D == 64);
 
 typedef Tile16<D * 2, SWZ> T16;         // 16-bit tiles: Q, K/V (16-bit inputs), staging
-// 8-bit ring tiles under fragment decode: rows of D bytes, chunk c of row r stored at chunk
-// c ^ swz(r), so that the 8 consecutive rows of one ldmatrix matrix at one logical chunk hit 8
-// distinct 16-byte bank groups. D >= 128: swz(r) = r % 8, as in Tile16. D 64 (rows of 4
-// chunks, two rows per 128-byte bank window): swz(r) = (r / 2) % 4, so that the 4 even and the
-// 4 odd rows of the 8 each take 4 distinct chunks, in different halves of the window.
-struct Tile8 {
-    static constexpr int STRIDE = D;
-    __device__ __forceinline__ static int swz(int row) { return D >= 128 ? (row & 7) : ((row >> 1) & 3); }
-    __device__ __forceinline__ static u32 off(int row, int chunk) { return u32(row * STRIDE + ((chunk ^ swz(row)) << 4)); }
-};
-typedef Tile8 T8;
+typedef Tile8<D> T8;  // 8-bit ring tiles under fragment decode (mma_sm80.cuh)
 constexpr int ROW16 = T16::STRIDE;
 constexpr int CH16 = D * 2 / 16;         // 16-byte chunks per 16-bit row
 constexpr int CH8 = D / 16;              // 16-byte chunks per 8-bit row (dense rows)

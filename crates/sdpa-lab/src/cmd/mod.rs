@@ -6,6 +6,7 @@ pub mod check;
 pub mod compare;
 pub mod cp_bench;
 pub mod env;
+pub mod profile;
 pub mod report;
 pub mod repro;
 pub mod tune;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 #[derive(clap::Args)]
 pub struct Args {
     /// Artifacts folder holding bench*.json and optionally check.json, verify.json,
-    /// manifest.json, stages.json.
+    /// manifest.json, stages.json, profile.json.
     pub dir: PathBuf,
     /// Where to write summary.md and plots/ (default: the artifacts folder).
     #[arg(long)]

@@ -1,16 +1,18 @@
 //! `sdpa-lab repro`: the project's main job, one command from a checkout to a report.
-//! env → check → verify → bench (+ peers) → report, into `artifacts/<timestamp>/`. A failed
-//! stage stops the stages that depend on it; stages.json says which ran, which failed and
-//! why, and which were not run and why. Without a GPU the offline stages run and the rest
-//! are reported as not run.
+//! env → check → verify → bench (+ peers) → tune → profile → report, into
+//! `artifacts/<timestamp>/`. A failed stage stops the stages that depend on it (see
+//! [`pipeline`]); stages.json says which ran, which failed and why, and which were not run
+//! and why. Without a GPU the offline stages run and the rest are reported as not run;
+//! without ncu (or access to the counters) profile is reported as not run.
 //!
-//! Exit code: 0 every gate held; 1 a stage failed; 3 the offline stages passed but the GPU
-//! stages could not run (no GPU).
+//! Exit code: 0 every stage that ran passed; 1 a stage failed; 3 the offline stages passed
+//! but the GPU stages could not run (no GPU).
 
-use serde::Serialize;
+pub mod pipeline;
+
+use pipeline::{Need, Outcome, Pipeline};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
 
 /// Arguments of `repro`.
 #[derive(clap::Args)]
@@ -21,8 +23,9 @@ pub struct Args {
     /// Bench suites.
     #[arg(long, default_value = "mission,fa")]
     pub suite: String,
-    /// The full fa/fp8 grids and every verification shape (default: the quick subsets, S
-    /// 1k/4k/16k; the default run took about 4 minutes on an H100).
+    /// The full fa/fp8 grids, every verification shape, and the longer tune (40 candidates,
+    /// 15 minutes at most; default: the quick subsets, S 1k/4k/16k, and 12 candidates in 3
+    /// minutes at most).
     #[arg(long)]
     pub full: bool,
     /// Skip PyTorch peers.
@@ -33,88 +36,105 @@ pub struct Args {
     pub device: usize,
 }
 
-/// One stage's outcome.
-#[derive(Serialize, Clone)]
-pub struct Stage {
-    /// Name.
-    pub stage: String,
-    /// "ok", "failed: …" or "not run: …".
-    pub status: String,
-    /// Wall time.
-    pub seconds: f64,
-    /// Files it wrote, relative to the artifacts folder.
-    pub artifacts: Vec<String>,
-}
-
-impl Stage {
-    fn passed(&self) -> bool {
-        self.status == "ok"
+/// What a stage child's exit code means: 0 passed, 1 a gate did not hold, anything else
+/// broke.
+fn child(args: &[&str]) -> Outcome {
+    match child_code(args) {
+        Ok(0) => Outcome::Passed,
+        Ok(1) => Outcome::Failed(GATE.into()),
+        Ok(c) => Outcome::Failed(format!("sdpa-lab {} exited with code {c}", args[0])),
+        Err(e) => Outcome::Failed(e),
     }
 }
 
-fn write_stages(dir: &Path, stages: &[Stage]) {
-    let text = serde_json::to_string_pretty(&serde_json::json!({ "stages": stages }))
-        .expect("stages serialize");
-    if let Err(e) = std::fs::write(dir.join("stages.json"), text) {
-        eprintln!("warning: cannot write stages.json: {e}");
-    }
-}
+const GATE: &str = "a gate did not hold (see the stage's output)";
 
-fn run_stage(
-    name: &str,
-    stages: &mut Vec<Stage>,
-    dir: &Path,
-    artifacts: &[&str],
-    f: impl FnOnce() -> Result<bool, String>,
-) -> bool {
-    eprintln!("\n==> {name}");
-    let t0 = Instant::now();
-    let status = match f() {
-        Ok(true) => "ok".to_string(),
-        Ok(false) => "failed: a gate did not hold (see the stage's output)".to_string(),
-        Err(e) => format!("failed: {e}"),
-    };
-    eprintln!("<== {name}: {status} ({:.0} s)", t0.elapsed().as_secs_f64());
-    stages.push(Stage {
-        stage: name.into(),
-        status,
-        seconds: t0.elapsed().as_secs_f64(),
-        artifacts: artifacts
-            .iter()
-            .map(|s| s.to_string())
-            .filter(|a| dir.join(a).exists())
-            .collect(),
-    });
-    write_stages(dir, stages);
-    stages.last().is_some_and(Stage::passed)
-}
-
-fn not_run(name: &str, why: &str, stages: &mut Vec<Stage>, dir: &Path) {
-    eprintln!("\n==> {name}: not run: {why}");
-    stages.push(Stage {
-        stage: name.into(),
-        status: format!("not run: {why}"),
-        seconds: 0.0,
-        artifacts: vec![],
-    });
-    write_stages(dir, stages);
-}
-
-/// Runs one stage as `sdpa-lab <args>` in a child process: a stage that crashes or leaks
+/// Runs a stage as `sdpa-lab <args>` in a child process: a stage that crashes or leaks
 /// state (NVRTC's, the GPU context's) cannot take the pipeline down or affect the next one.
-/// Exit 0 is a pass, 1 a failed gate, anything else an error.
-fn child(args: &[&str]) -> Result<bool, String> {
+fn child_code(args: &[&str]) -> Result<i32, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find sdpa-lab itself: {e}"))?;
     let status = std::process::Command::new(exe)
         .args(args)
         .status()
         .map_err(|e| format!("cannot start sdpa-lab {}: {e}", args[0]))?;
-    match status.code() {
-        Some(0) => Ok(true),
-        Some(1) => Ok(false),
-        Some(c) => Err(format!("sdpa-lab {} exited with code {c}", args[0])),
-        None => Err(format!("sdpa-lab {} was killed by a signal", args[0])),
+    status
+        .code()
+        .ok_or_else(|| format!("sdpa-lab {} was killed by a signal", args[0]))
+}
+
+/// The profile stage's child: exit 3 means profiling is not possible here (profile.json
+/// says why), which is no failure of the pipeline.
+fn profile_child(args: &[&str], dir: &Path) -> Outcome {
+    match child_code(args) {
+        Ok(c) if c == i32::from(crate::cmd::profile::NOT_RUN) => Outcome::NotRun(
+            crate::profile::ProfileFile::read(&dir.join("profile.json"))
+                .ok()
+                .and_then(|f| f.reason)
+                .unwrap_or_else(|| "profiling is not possible here (see profile.json)".into()),
+        ),
+        Ok(0) => Outcome::Passed,
+        Ok(1) => Outcome::Failed("some cases could not be profiled (see profile.json)".into()),
+        Ok(c) => Outcome::Failed(format!("sdpa-lab profile exited with code {c}")),
+        Err(e) => Outcome::Failed(e),
     }
+}
+
+/// Runs a GPU stage, or records it not run without a GPU, whatever else held.
+fn gpu_stage(
+    p: &mut Pipeline,
+    gpu_why: &Option<String>,
+    name: &str,
+    needs: &[Need],
+    artifacts: &[&str],
+    body: impl FnOnce() -> Outcome,
+) {
+    match gpu_why {
+        Some(why) => p.not_run(name, why),
+        None => {
+            p.run(name, needs, artifacts, body);
+        }
+    }
+}
+
+/// The GPU stages in run order, each with the stage it needs and why.
+const GPU_STAGES: [(&str, Need); 4] = [
+    (
+        "verify",
+        Need {
+            stage: "check",
+            why: "a kernel that fails the resource gates is not run",
+        },
+    ),
+    (
+        "bench",
+        Need {
+            stage: "verify",
+            why: "timings of an incorrect kernel mean nothing",
+        },
+    ),
+    (
+        "tune",
+        Need {
+            stage: "verify",
+            why: "a variant tuned from kernels that fail verification means nothing",
+        },
+    ),
+    (
+        "profile",
+        Need {
+            stage: "verify",
+            why: "profiles of an incorrect kernel mean nothing",
+        },
+    ),
+];
+
+/// What GPU stage `name` needs.
+fn needs(name: &str) -> Vec<Need<'static>> {
+    GPU_STAGES
+        .iter()
+        .filter(|(n, _)| *n == name)
+        .map(|(_, need)| *need)
+        .collect()
 }
 
 /// Runs the command.
@@ -125,7 +145,7 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
     });
     std::fs::create_dir_all(&dir).map_err(fp8_sdpa::Error::io(&dir))?;
     eprintln!("sdpa-lab repro -> {}", dir.display());
-    let mut stages = Vec::new();
+    let mut p = Pipeline::new(&dir);
 
     // env: always runs; tells whether a GPU is here.
     let gpu = crate::cmd::env::open_device(a.device);
@@ -137,14 +157,15 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         )
     });
     let arch = gpu.as_ref().ok().map(|d| d.info().arch);
-    run_stage("env", &mut stages, &dir, &["manifest.json"], || {
+    p.run("env", &[], &["manifest.json"], || {
         let m = crate::manifest::Manifest::take(gpu.as_ref().map_err(|e| e.clone()));
-        std::fs::write(
+        match std::fs::write(
             dir.join("manifest.json"),
             serde_json::to_string_pretty(&m).expect("manifest serializes"),
-        )
-        .map_err(|e| e.to_string())?;
-        Ok(true)
+        ) {
+            Ok(()) => Outcome::Passed,
+            Err(e) => Outcome::Failed(e.to_string()),
+        }
     });
     drop(gpu);
 
@@ -154,7 +175,7 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         Some(a) => format!("sm_80,{a}"),
     };
     let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
-    let check_ok = run_stage("check", &mut stages, &dir, &["check.json"], || {
+    p.run("check", &[], &["check.json"], || {
         child(&[
             "check",
             "--arch",
@@ -165,87 +186,222 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         ])
     });
 
-    let mut gpu_stages_ran = false;
-    match (&gpu_why, check_ok) {
-        (Some(why), _) => {
-            for s in ["verify", "bench"] {
-                not_run(s, why, &mut stages, &dir);
-            }
-        }
-        (None, false) => {
-            for s in ["verify", "bench"] {
-                not_run(
-                    s,
-                    "check failed: a kernel that fails the resource gates is not run",
-                    &mut stages,
-                    &dir,
-                );
-            }
-        }
-        (None, true) => {
-            gpu_stages_ran = true;
-            let device = a.device.to_string();
-            let verify_json = path("verify.json");
-            let mut verify_args = vec!["verify", "--json", &verify_json, "--device", &device];
-            if !a.full {
-                verify_args.push("--quick");
-            }
-            let verify_ok = run_stage("verify", &mut stages, &dir, &["verify.json"], || {
-                child(&verify_args)
-            });
-            if verify_ok {
-                let out = path("bench.json");
-                let mut bench_args = vec![
-                    "bench", "--suite", &a.suite, "--out", &out, "--device", &device,
-                ];
-                if !a.full {
-                    bench_args.push("--quick");
-                }
-                if !a.no_peers {
-                    bench_args.push("--peers");
-                }
-                run_stage("bench", &mut stages, &dir, &["bench.json"], || {
-                    child(&bench_args)
-                });
-            } else {
-                not_run(
-                    "bench",
-                    "verify failed: timings of an incorrect kernel mean nothing",
-                    &mut stages,
-                    &dir,
-                );
-            }
-        }
+    let device = a.device.to_string();
+    let verify_json = path("verify.json");
+    let mut verify_args = vec!["verify", "--json", &verify_json, "--device", &device];
+    if !a.full {
+        verify_args.push("--quick");
     }
+    gpu_stage(
+        &mut p,
+        &gpu_why,
+        "verify",
+        &needs("verify"),
+        &["verify.json"],
+        || child(&verify_args),
+    );
+
+    let out = path("bench.json");
+    let mut bench_args = vec![
+        "bench", "--suite", &a.suite, "--out", &out, "--device", &device,
+    ];
+    if !a.full {
+        bench_args.push("--quick");
+    }
+    if !a.no_peers {
+        bench_args.push("--peers");
+    }
+    gpu_stage(
+        &mut p,
+        &gpu_why,
+        "bench",
+        &needs("bench"),
+        &["bench.json"],
+        || child(&bench_args),
+    );
+
+    // tune: one problem class (f16 D128 prefill) with the family this GPU runs best; the
+    // winner stays in tune/tuned.json (not installed: repro leaves the user's table alone).
+    let family = match arch {
+        Some(fp8_sdpa::Arch::Sm90a) => "hopper",
+        _ => "portable",
+    };
+    let tune_out = path("tune");
+    let (budget, seconds) = if a.full { ("40", "900") } else { ("12", "180") };
+    let tune_args = [
+        "tune",
+        "--family",
+        family,
+        "--precision",
+        "f16",
+        "--head-dim",
+        "128",
+        "--shape-class",
+        "prefill",
+        "--budget",
+        budget,
+        "--time",
+        seconds,
+        "--out",
+        &tune_out,
+        "--device",
+        &device,
+    ];
+    gpu_stage(
+        &mut p,
+        &gpu_why,
+        "tune",
+        &needs("tune"),
+        &["tune/topk.json", "tune/tuned.json", "tune/tune_log.csv"],
+        || child(&tune_args),
+    );
+
+    // profile: the bench suites under ncu; not run (no failure) where ncu cannot profile.
+    let profile_out = dir.to_string_lossy().into_owned();
+    let mut profile_args = vec![
+        "profile",
+        "--suite",
+        &a.suite,
+        "--out",
+        &profile_out,
+        "--device",
+        &device,
+    ];
+    if !a.full {
+        profile_args.push("--quick");
+    }
+    gpu_stage(
+        &mut p,
+        &gpu_why,
+        "profile",
+        &needs("profile"),
+        &["profile.json", "profile.md"],
+        || profile_child(&profile_args, &dir),
+    );
 
     // report: always, from whatever exists.
-    run_stage("report", &mut stages, &dir, &["summary.md"], || {
-        let code = crate::cmd::report::run(crate::cmd::report::Args {
+    p.run(
+        "report",
+        &[],
+        &["summary.md"],
+        || match crate::cmd::report::run(crate::cmd::report::Args {
             dir: dir.clone(),
             out: None,
-        })
-        .map_err(|e| e.to_string())?;
-        Ok(code == ExitCode::SUCCESS)
-    });
+        }) {
+            Ok(code) if code == ExitCode::SUCCESS => Outcome::Passed,
+            Ok(_) => Outcome::Failed(GATE.into()),
+            Err(e) => Outcome::Failed(e.to_string()),
+        },
+    );
 
     eprintln!("\nstages:");
-    for s in &stages {
+    for s in &p.stages {
         eprintln!("  {:<12} {}", s.stage, s.status);
     }
     eprintln!("artifacts: {}", dir.display());
-    let all_ok = stages
-        .iter()
-        .all(|s| s.passed() || s.status.starts_with("not run"));
-    let any_failed = stages.iter().any(|s| s.status.starts_with("failed"));
-    Ok(if any_failed {
+    Ok(if p.any_failed() {
         ExitCode::FAILURE
-    } else if all_ok && !gpu_stages_ran {
-        eprintln!(
-            "offline stages passed; GPU stages not run: {}",
-            gpu_why.unwrap_or_default()
-        );
+    } else if let Some(why) = gpu_why {
+        eprintln!("offline stages passed; GPU stages not run: {why}");
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs repro's stage wiring with fake bodies: `fails` fails, the rest pass.
+    fn simulate(fails: &str) -> Pipeline {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = Pipeline::new(dir.path());
+        let body = |name: &str| {
+            if name == fails {
+                Outcome::Failed("a gate did not hold (see the stage's output)".into())
+            } else {
+                Outcome::Passed
+            }
+        };
+        for name in ["env", "check"] {
+            p.run(name, &[], &[], || body(name));
+        }
+        for (name, _) in GPU_STAGES {
+            p.run(name, &needs(name), &[], || body(name));
+        }
+        p.run("report", &[], &[], || body("report"));
+        p
+    }
+
+    fn statuses(p: &Pipeline) -> Vec<(String, String)> {
+        p.stages
+            .iter()
+            .map(|s| (s.stage.clone(), s.status.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn stages_run_in_the_issues_order() {
+        let names: Vec<String> = statuses(&simulate("none"))
+            .into_iter()
+            .map(|s| s.0)
+            .collect();
+        assert_eq!(
+            names,
+            ["env", "check", "verify", "bench", "tune", "profile", "report"]
+        );
+    }
+
+    #[test]
+    fn a_failed_verify_stops_bench_tune_and_profile_with_reasons() {
+        let p = simulate("verify");
+        let s = statuses(&p);
+        assert_eq!(
+            s[2].1,
+            "failed: a gate did not hold (see the stage's output)"
+        );
+        assert_eq!(
+            s[3].1,
+            "not run: verify failed: timings of an incorrect kernel mean nothing"
+        );
+        assert_eq!(
+            s[4].1,
+            "not run: verify failed: a variant tuned from kernels that fail verification means nothing"
+        );
+        assert_eq!(
+            s[5].1,
+            "not run: verify failed: profiles of an incorrect kernel mean nothing"
+        );
+        assert_eq!(s[6].1, "ok", "the report runs whatever failed");
+    }
+
+    #[test]
+    fn a_failed_check_stops_every_gpu_stage() {
+        let s = statuses(&simulate("check"));
+        assert_eq!(
+            s[2].1,
+            "not run: check failed: a kernel that fails the resource gates is not run"
+        );
+        for (name, status) in &s[3..6] {
+            assert!(
+                status.starts_with("not run: verify was not run: "),
+                "{name}: {status}"
+            );
+        }
+        assert_eq!(s[6].1, "ok");
+    }
+
+    #[test]
+    fn a_failed_bench_or_tune_stops_nothing_else() {
+        for failing in ["bench", "tune"] {
+            let s = statuses(&simulate(failing));
+            let bad: Vec<&str> = s
+                .iter()
+                .filter(|(_, st)| st != "ok")
+                .map(|(n, _)| n.as_str())
+                .collect();
+            assert_eq!(bad, [failing]);
+        }
+    }
 }

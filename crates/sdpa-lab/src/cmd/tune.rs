@@ -559,7 +559,11 @@ pub fn run(a: Args) -> Result<ExitCode> {
         tflops: Some(flops / us / 1e6),
         note: Some(format!(
             "sdpa-lab tune, {} on {}, {} evaluations, seed {}",
-            shapes.iter().map(shape_label).collect::<Vec<_>>().join(", "),
+            shapes
+                .iter()
+                .map(shape_label)
+                .collect::<Vec<_>>()
+                .join(", "),
             dev.info().name,
             outcome.records.len(),
             a.seed

@@ -1,5 +1,5 @@
 //! summary.md: inputs, environment, ceilings, per-suite headline and full tables, plots,
-//! verification and pipeline stages.
+//! verification, the profile (when profile.json exists) and pipeline stages.
 
 use super::plots::{format_value, short_len, torch_baseline, PlotFile};
 use super::{environment, CheckRow, Inputs, Optional};
@@ -376,6 +376,10 @@ pub fn render(inputs: &Inputs, rows: &[BenchRow], plots: &[PlotFile]) -> String 
     for (name, st) in &optional {
         let _ = writeln!(out, "- {name}: {st}");
     }
+    // Listed only when there: most machines cannot profile, so its absence is no news.
+    if !matches!(inputs.profile, Optional::Absent) {
+        let _ = writeln!(out, "- profile.json: {}", state(&inputs.profile));
+    }
     let absent: Vec<&str> = optional
         .iter()
         .filter(|(_, s)| s.starts_with("absent"))
@@ -493,6 +497,7 @@ pub fn render(inputs: &Inputs, rows: &[BenchRow], plots: &[PlotFile]) -> String 
         &inputs.verify,
         true,
     );
+    super::profile::section(&mut out, &inputs.profile);
     generic_section(
         &mut out,
         "Pipeline stages (stages.json)",

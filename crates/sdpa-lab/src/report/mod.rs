@@ -5,11 +5,14 @@
 //! - `check.json`: the resource table `sdpa-lab check --json` writes, for the resources column;
 //! - `verify.json`, `stages.json`: shown generically (any list of objects, or an object);
 //! - `manifest.json`: the environment; absent, the first bench file's manifest is used.
-//!   Its `{"Ok": ..}` / `{"Err": ..}` wrappers are shown as values (see [`environment`]).
+//!   Its `{"Ok": ..}` / `{"Err": ..}` wrappers are shown as values (see [`environment`]);
+//! - `profile.json`: `sdpa-lab profile`'s kernel metrics and truth check (see [`profile`]),
+//!   shown only when present (profiling needs ncu, which many machines lack).
 
 pub mod environment;
 pub mod markdown;
 pub mod plots;
+pub mod profile;
 
 use crate::bench::record::{BenchFile, BenchRow, Ceiling};
 use serde::Deserialize;
@@ -78,6 +81,8 @@ pub struct Inputs {
     pub manifest: Optional<serde_json::Value>,
     /// `stages.json`.
     pub stages: Optional<serde_json::Value>,
+    /// `profile.json`.
+    pub profile: Optional<crate::profile::ProfileFile>,
 }
 
 impl Inputs {
@@ -216,6 +221,7 @@ pub fn load(dir: &Path) -> Result<Inputs, ReportError> {
         verify: read_optional(dir, "verify.json"),
         manifest: read_optional(dir, "manifest.json"),
         stages: read_optional(dir, "stages.json"),
+        profile: read_optional(dir, "profile.json"),
     })
 }
 
@@ -249,6 +255,10 @@ pub fn generate(dir: &Path, out: &Path) -> Result<Generated, ReportError> {
         (
             "stages.json",
             matches!(inputs.stages, Optional::Unreadable(_)),
+        ),
+        (
+            "profile.json",
+            matches!(inputs.profile, Optional::Unreadable(_)),
         ),
     ] {
         if unreadable {
