@@ -23,9 +23,10 @@ pub struct Args {
     /// Bench suites.
     #[arg(long, default_value = "mission,fa")]
     pub suite: String,
-    /// The full fa/fp8 grids, every verification shape, and the longer tune (40 candidates,
-    /// 15 minutes at most; default: the quick subsets, S 1k/4k/16k, and 12 candidates in 3
-    /// minutes at most).
+    /// The full fa/fp8 grids, every verification shape, the longer tune (40 candidates, 15
+    /// minutes at most) and a profile of every bench case (default: the quick subsets, S
+    /// 1k/4k/16k, 12 candidates in 3 minutes at most, and a profile of the fa grid's S 4k fp16
+    /// cases).
     #[arg(long)]
     pub full: bool,
     /// Skip PyTorch peers.
@@ -256,19 +257,24 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         || child(&tune_args),
     );
 
-    // profile: the bench suites under ncu; not run (no failure) where ncu cannot profile.
+    // profile: under ncu, each case a child run of 6-17 s on the H100 (run 125). By default the
+    // fa grid's S 4k fp16 cases (six: every head dim, causal and not), so that repro stays
+    // under 15 minutes; --full profiles the bench suites. Not run (no failure) where ncu
+    // cannot profile.
     let profile_out = dir.to_string_lossy().into_owned();
-    let mut profile_args = vec![
-        "profile",
-        "--suite",
-        &a.suite,
-        "--out",
-        &profile_out,
-        "--device",
-        &device,
-    ];
-    if !a.full {
-        profile_args.push("--quick");
+    let mut profile_args = vec!["profile", "--out", &profile_out, "--device", &device];
+    if a.full {
+        profile_args.extend(["--suite", &a.suite]);
+    } else {
+        profile_args.extend([
+            "--suite",
+            "fa",
+            "--quick",
+            "--filter",
+            "_s4k",
+            "--precision",
+            "f16",
+        ]);
     }
     gpu_stage(
         &mut p,
