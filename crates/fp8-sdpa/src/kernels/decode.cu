@@ -209,7 +209,8 @@ sdpa_decode(const __grid_constant__ SdpaParams p, const __grid_constant__ Decode
     const int split = blockIdx.x, hkv = blockIdx.y / row_blocks, row0 = (blockIdx.y % row_blocks) * 16;
     const int b = blockIdx.z;
     const int n_keys = d.seqlens_k ? d.seqlens_k[b] : p.seq_kv;
-    const int begin = split * d.split_keys, end = min(n_keys, begin + d.split_keys);
+    // begin + split_keys may pass INT_MAX near 2^31 keys: the end is clamped in 64 bits.
+    const int begin = split * d.split_keys, end = int(min(i64(n_keys), i64(begin) + d.split_keys));
     float kd = 1.f, vd = 1.f;
     if constexpr (KV8) {
         const int i = b * p.kv_descale_stride_b + hkv;

@@ -117,7 +117,12 @@ pub fn decode_split(spec: &KernelSpec, shape: &AttnShape, sm_count: u32) -> Deco
     let base = shape.batch as u64 * shape.heads_kv as u64 * decode_row_blocks(shape);
     let steps = (shape.seq_kv as u64).div_ceil(tile_n).max(1);
     let want = (2 * sm_count as u64 * spec.variant.min_blocks as u64).div_ceil(base.max(1));
-    let splits = want.min(steps.div_ceil(2)).max(1);
+    let mut splits = want.min(steps.div_ceil(2)).max(1);
+    // The kernel holds split bounds in i32: near 2^31 keys one split rounded up to whole
+    // steps would pass i32::MAX, so take more splits until it fits (a review found the wrap).
+    while steps.div_ceil(splits) * tile_n > i32::MAX as u64 {
+        splits += 1;
+    }
     let split_keys = steps.div_ceil(splits) * tile_n;
     let splits = (shape.seq_kv as u64).div_ceil(split_keys).max(1);
     DecodeSplit {
@@ -130,6 +135,18 @@ pub fn decode_split(spec: &KernelSpec, shape: &AttnShape, sm_count: u32) -> Deco
 mod tests {
     use super::*;
     use crate::{Precision, Variant};
+
+    #[test]
+    fn split_bounds_fit_i32_near_2_pow_31_keys() {
+        for (batch, heads) in [(1, 1), (8, 66)] {
+            let shape = AttnShape::new(batch, 1, i32::MAX as usize, heads, heads, 128);
+            let s = decode_split(&spec("decode.m16.n64.w4.s3.b2.cex", false), &shape, 132);
+            assert!(s.split_keys <= i32::MAX as u32, "{s:?}");
+            // The splits cover every key, and the last split starts below the end.
+            assert!(s.splits as u64 * s.split_keys as u64 >= i32::MAX as u64);
+            assert!(((s.splits - 1) as u64 * s.split_keys as u64) < i32::MAX as u64);
+        }
+    }
 
     fn spec(key: &str, causal: bool) -> KernelSpec {
         KernelSpec {
