@@ -1,5 +1,6 @@
 //! Tuned tables: the variant `sdpa-lab tune` measured fastest per (arch, precision, head dim,
-//! shape class), which dispatch runs before the registry's hand-picked defaults.
+//! shape class, and optionally [`ShapeBucket`]), which dispatch runs before the registry's
+//! hand-picked defaults.
 //!
 //! Two tables are read: the one shipped in the crate (`tuned/default.json`) and the user's,
 //! at `$SDPA_TUNED_TABLE` or else `<config dir>/fp8-sdpa/tuned.json` (on Linux
@@ -8,8 +9,16 @@
 //! ```json
 //! { "entries": [ { "arch": "sm_90a", "precision": "f16", "head_dim": 128,
 //!                  "shape_class": "prefill", "variant": "hopper.m128.n128.w12.s2.b1.w4pogex",
-//!                  "tflops": 640.0, "note": "sdpa-lab tune, 2026-11-25" } ] }
+//!                  "tflops": 640.0, "note": "sdpa-lab tune, 2026-11-25" },
+//!                { "arch": "sm_90a", "precision": "f16", "head_dim": 128,
+//!                  "shape_class": "prefill", "bucket": "long",
+//!                  "variant": "hopper.m128.n192.w12.s2.b1.w4pogex" } ] }
 //! ```
+//!
+//! An entry without `bucket` covers its whole class; one with a bucket only the calls of that
+//! bucket. Dispatch resolves, first found wins: the user's entry for the call's bucket, the
+//! user's class-wide entry, the shipped entry for the bucket, the shipped class-wide entry,
+//! then the registry's default (see [`TunedTable::resolve`]).
 //!
 //! ```
 //! use fp8_sdpa::tuned::{ShapeClass, TunedTable};
@@ -20,6 +29,10 @@
 //! let v = t.lookup(Arch::Sm90a, Precision::F16, 128, ShapeClass::Prefill).unwrap();
 //! assert_eq!(v.key(), "hopper.m128.n128.w12.s2.b1.w4pogex");
 //! assert!(TunedTable::parse(r#"{"entries": [{"arch": "sm_42"}]}"#).is_err());
+//! // A bucket must be one of its class's.
+//! assert!(TunedTable::parse(r#"{"entries": [{"arch": "sm_90a", "precision": "f16",
+//!     "head_dim": 128, "shape_class": "prefill", "bucket": "small-paged",
+//!     "variant": "hopper.m128.n128.w12.s2.b1.w4pogex"}]}"#).is_err());
 //! ```
 
 use crate::arch::Arch;
@@ -77,6 +90,159 @@ impl ShapeClass {
     }
 }
 
+/// A finer key than [`ShapeClass`]: the part of a class one tuned entry can serve.
+///
+/// Why: one entry per (arch, precision, head dim, class) could not serve the whole class on
+/// the H100 (docs/perf-notes.md, "Tuner on the GPU (round 24)"). The decode FP8-KV winner
+/// was 10-15 % faster than the default at batch 1-4 with long caches but 17-30 % slower on
+/// paged-cache calls and 6-14 % slower at B32 GQA 4; the Hopper prefill winner (192-key tile)
+/// was 4-6 % faster at S 16k but 6-7 % slower at S 1k. So nothing could ship. Buckets split
+/// each class where those winners changed:
+///
+/// - prefill and causal, by query length: `short` (seq_q <= 1536), `mid` (<= 6144), `long`;
+/// - decode, by whether the grid fills the GPU (`small`: batch x heads_kv x
+///   ceil(rows_per_kv_head / 16) CTAs before any split along the keys, fewer than the SMs;
+///   else `large`) crossed with whether K/V are `paged` or `contiguous`.
+///
+/// ```
+/// use fp8_sdpa::tuned::{ShapeBucket, ShapeClass};
+/// use fp8_sdpa::AttnShape;
+/// let b1 = AttnShape::new(1, 1, 131072, 32, 8, 128);
+/// assert_eq!(ShapeBucket::of(&b1, ShapeClass::Decode, 132, true), ShapeBucket::SmallPaged);
+/// let s1k = AttnShape::new(16, 1024, 1024, 16, 16, 128);
+/// assert_eq!(ShapeBucket::of(&s1k, ShapeClass::Prefill, 132, false), ShapeBucket::Short);
+/// assert_eq!(ShapeBucket::SmallPaged.name(), "small-paged");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShapeBucket {
+    /// Prefill or causal, seq_q <= 1536.
+    Short,
+    /// Prefill or causal, 1536 < seq_q <= 6144.
+    Mid,
+    /// Prefill or causal, seq_q > 6144.
+    Long,
+    /// Decode, fewer CTAs than SMs before the key split, paged K/V.
+    SmallPaged,
+    /// Decode, fewer CTAs than SMs before the key split, contiguous K/V.
+    SmallContiguous,
+    /// Decode, the grid fills the SMs without a key split, paged K/V.
+    LargePaged,
+    /// Decode, the grid fills the SMs without a key split, contiguous K/V.
+    LargeContiguous,
+}
+
+impl ShapeBucket {
+    /// Every bucket.
+    pub const ALL: [ShapeBucket; 7] = [
+        ShapeBucket::Short,
+        ShapeBucket::Mid,
+        ShapeBucket::Long,
+        ShapeBucket::SmallPaged,
+        ShapeBucket::SmallContiguous,
+        ShapeBucket::LargePaged,
+        ShapeBucket::LargeContiguous,
+    ];
+    /// Longest query of a `short` call.
+    pub const SHORT_MAX_SEQ_Q: usize = 1536;
+    /// Longest query of a `mid` call.
+    pub const MID_MAX_SEQ_Q: usize = 6144;
+    /// Query rows per decode CTA (the decode family packs 16).
+    pub const DECODE_ROWS_PER_CTA: usize = 16;
+
+    /// The bucket of a call of class `class` on a GPU of `sm_count` SMs; `paged` says whether
+    /// K/V are a paged cache (decode only; prefill buckets ignore it).
+    pub fn of(shape: &AttnShape, class: ShapeClass, sm_count: u32, paged: bool) -> ShapeBucket {
+        match class {
+            ShapeClass::Prefill | ShapeClass::Causal => {
+                if shape.seq_q <= Self::SHORT_MAX_SEQ_Q {
+                    ShapeBucket::Short
+                } else if shape.seq_q <= Self::MID_MAX_SEQ_Q {
+                    ShapeBucket::Mid
+                } else {
+                    ShapeBucket::Long
+                }
+            }
+            ShapeClass::Decode => {
+                let ctas = shape.batch
+                    * shape.heads_kv
+                    * shape.rows_per_kv_head().div_ceil(Self::DECODE_ROWS_PER_CTA);
+                match (ctas < sm_count as usize, paged) {
+                    (true, true) => ShapeBucket::SmallPaged,
+                    (true, false) => ShapeBucket::SmallContiguous,
+                    (false, true) => ShapeBucket::LargePaged,
+                    (false, false) => ShapeBucket::LargeContiguous,
+                }
+            }
+        }
+    }
+
+    /// The buckets of a class.
+    pub fn of_class(class: ShapeClass) -> &'static [ShapeBucket] {
+        match class {
+            ShapeClass::Prefill | ShapeClass::Causal => &Self::ALL[..3],
+            ShapeClass::Decode => &Self::ALL[3..],
+        }
+    }
+
+    /// Whether this bucket splits `class`.
+    pub fn belongs_to(self, class: ShapeClass) -> bool {
+        Self::of_class(class).contains(&self)
+    }
+
+    /// Name, as tables and `sdpa-lab tune --bucket` write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShapeBucket::Short => "short",
+            ShapeBucket::Mid => "mid",
+            ShapeBucket::Long => "long",
+            ShapeBucket::SmallPaged => "small-paged",
+            ShapeBucket::SmallContiguous => "small-contiguous",
+            ShapeBucket::LargePaged => "large-paged",
+            ShapeBucket::LargeContiguous => "large-contiguous",
+        }
+    }
+
+    /// Parses a name.
+    pub fn parse(s: &str) -> Option<ShapeBucket> {
+        ShapeBucket::ALL.into_iter().find(|b| b.name() == s)
+    }
+
+    /// The names of a class's buckets, comma separated.
+    pub fn names_of(class: ShapeClass) -> String {
+        Self::of_class(class)
+            .iter()
+            .map(|b| b.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Parses a bucket name for `class`: an unknown name, or a bucket of another class, is an
+    /// [`Error::InvalidInput`] that names the class's buckets.
+    pub fn parse_for(class: ShapeClass, s: &str) -> Result<ShapeBucket> {
+        match Self::parse(s) {
+            Some(b) if b.belongs_to(class) => Ok(b),
+            Some(b) => Err(Error::InvalidInput(format!(
+                "bucket '{}' is not a bucket of the {} class (valid: {})",
+                b.name(),
+                class.name(),
+                Self::names_of(class)
+            ))),
+            None => Err(Error::InvalidInput(format!(
+                "unknown bucket '{s}' (valid for the {} class: {})",
+                class.name(),
+                Self::names_of(class)
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for ShapeBucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One entry as written in the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -89,6 +255,11 @@ pub struct TunedEntry {
     pub head_dim: u32,
     /// `prefill`, `causal` or `decode`.
     pub shape_class: String,
+    /// A [`ShapeBucket`] of the class (`short`, `mid`, `long` for prefill and causal;
+    /// `small-paged`, `small-contiguous`, `large-paged`, `large-contiguous` for decode), or
+    /// absent: the entry covers the whole class. Tables written before buckets have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<String>,
     /// A variant key, as `check --variant` takes it.
     pub variant: String,
     /// What the tuner measured (informational).
@@ -112,6 +283,7 @@ struct Checked {
     precision: Precision,
     head_dim: u32,
     class: ShapeClass,
+    bucket: Option<ShapeBucket>,
     variant: Variant,
 }
 
@@ -123,9 +295,16 @@ pub struct TunedTable {
 }
 
 impl Checked {
-    /// What an entry is for: at most one entry per key.
-    fn class_key(&self) -> (Arch, Precision, u32, ShapeClass) {
-        (self.arch, self.precision, self.head_dim, self.class)
+    /// What an entry is for: at most one entry per key (one class-wide entry and one per
+    /// bucket).
+    fn class_key(&self) -> (Arch, Precision, u32, ShapeClass, Option<ShapeBucket>) {
+        (
+            self.arch,
+            self.precision,
+            self.head_dim,
+            self.class,
+            self.bucket,
+        )
     }
 }
 
@@ -145,6 +324,13 @@ fn check_entry(e: &TunedEntry) -> std::result::Result<Checked, String> {
             e.shape_class
         )
     })?;
+    let bucket = match &e.bucket {
+        None => None,
+        Some(b) => Some(ShapeBucket::parse_for(class, b).map_err(|x| match x {
+            Error::InvalidInput(m) => m,
+            other => other.to_string(),
+        })?),
+    };
     let variant: Variant = e.variant.parse().map_err(|x: Error| x.to_string())?;
     let spec = KernelSpec {
         variant,
@@ -158,6 +344,7 @@ fn check_entry(e: &TunedEntry) -> std::result::Result<Checked, String> {
         precision,
         head_dim: e.head_dim,
         class,
+        bucket,
         variant,
     })
 }
@@ -187,8 +374,14 @@ impl TunedTable {
                 return Err(bad(
                     origin,
                     format!(
-                        "entry {i}: {} {} d{} {} is listed twice",
-                        e.arch, e.precision, e.head_dim, e.shape_class
+                        "entry {i}: {} {} d{} {}{} is listed twice",
+                        e.arch,
+                        e.precision,
+                        e.head_dim,
+                        e.shape_class,
+                        e.bucket
+                            .as_ref()
+                            .map_or(String::new(), |b| format!(" bucket {b}"))
                     ),
                 ));
             }
@@ -219,7 +412,7 @@ impl TunedTable {
         &self.entries
     }
 
-    /// Adds or replaces the entry for its class (checked like a parsed one).
+    /// Adds or replaces the entry for its class and bucket (checked like a parsed one).
     pub fn upsert(&mut self, entry: TunedEntry) -> Result<()> {
         let c = check_entry(&entry).map_err(|m| bad("(text)", format!("entry 0: {m}")))?;
         let keep: Vec<bool> = self
@@ -235,7 +428,8 @@ impl TunedTable {
         Ok(())
     }
 
-    /// The tuned variant for a class, if the table has one.
+    /// The class-wide tuned variant for a class (the entry without a bucket), if the table
+    /// has one.
     pub fn lookup(
         &self,
         arch: Arch,
@@ -243,12 +437,41 @@ impl TunedTable {
         head_dim: u32,
         class: ShapeClass,
     ) -> Option<Variant> {
+        self.lookup_exact(arch, precision, head_dim, class, None)
+    }
+
+    /// The entry for exactly this class and bucket (`None`: the class-wide entry), if any.
+    pub fn lookup_exact(
+        &self,
+        arch: Arch,
+        precision: Precision,
+        head_dim: u32,
+        class: ShapeClass,
+        bucket: Option<ShapeBucket>,
+    ) -> Option<Variant> {
         self.checked
             .iter()
-            .find(|c| {
-                (c.arch, c.precision, c.head_dim, c.class) == (arch, precision, head_dim, class)
-            })
+            .find(|c| c.class_key() == (arch, precision, head_dim, class, bucket))
             .map(|c| c.variant)
+    }
+
+    /// The variant a call of `class` and `bucket` gets from a user table (if any) and a
+    /// shipped one, first found: the user's bucket entry, the user's class-wide entry, the
+    /// shipped bucket entry, the shipped class-wide entry. `None`: the registry decides.
+    #[allow(clippy::too_many_arguments)]
+    pub fn resolve_in(
+        user: Option<&TunedTable>,
+        shipped: &TunedTable,
+        arch: Arch,
+        precision: Precision,
+        head_dim: u32,
+        class: ShapeClass,
+        bucket: ShapeBucket,
+    ) -> Option<Variant> {
+        user.into_iter()
+            .chain(std::iter::once(shipped))
+            .flat_map(|t| [Some(bucket), None].map(|b| (t, b)))
+            .find_map(|(t, b)| t.lookup_exact(arch, precision, head_dim, class, b))
     }
 
     /// The table shipped in the crate.
@@ -288,19 +511,25 @@ impl TunedTable {
         }
     }
 
-    /// The variant dispatch runs for a class: the user's entry, else the shipped one.
+    /// The variant dispatch runs for a call of `class` and `bucket`: the user's entry for the
+    /// bucket, the user's class-wide entry, the shipped entry for the bucket, the shipped
+    /// class-wide entry (see [`TunedTable::resolve_in`]); `None`: the registry's default.
     pub fn resolve(
         arch: Arch,
         precision: Precision,
         head_dim: u32,
         class: ShapeClass,
+        bucket: ShapeBucket,
     ) -> Result<Option<Variant>> {
-        if let Some(u) = Self::user()? {
-            if let Some(v) = u.lookup(arch, precision, head_dim, class) {
-                return Ok(Some(v));
-            }
-        }
-        Ok(Self::shipped().lookup(arch, precision, head_dim, class))
+        Ok(Self::resolve_in(
+            Self::user()?,
+            Self::shipped(),
+            arch,
+            precision,
+            head_dim,
+            class,
+            bucket,
+        ))
     }
 }
 
@@ -314,6 +543,7 @@ mod tests {
             precision: "bf16".into(),
             head_dim: 128,
             shape_class: class.into(),
+            bucket: None,
             variant: variant.into(),
             tflops: Some(600.0),
             note: None,
@@ -381,6 +611,250 @@ mod tests {
         assert_eq!(ShapeClass::of(&s(16), false), ShapeClass::Decode);
         assert_eq!(ShapeClass::of(&s(17), false), ShapeClass::Prefill);
         assert_eq!(ShapeClass::of(&s(4096), true), ShapeClass::Causal);
+    }
+
+    fn bucketed(class: &str, bucket: Option<&str>, variant: &str) -> TunedEntry {
+        TunedEntry {
+            bucket: bucket.map(Into::into),
+            ..entry(class, variant)
+        }
+    }
+
+    #[test]
+    fn buckets_follow_the_call() {
+        use ShapeBucket::*;
+        let pre = |b, s| AttnShape::new(b, s, s, 16, 16, 128);
+        let of = |s: &AttnShape, c| ShapeBucket::of(s, c, 132, false);
+        assert_eq!(of(&pre(32, 512), ShapeClass::Prefill), Short);
+        assert_eq!(of(&pre(16, 1024), ShapeClass::Causal), Short);
+        assert_eq!(of(&pre(1, 1536), ShapeClass::Prefill), Short);
+        assert_eq!(of(&pre(1, 1537), ShapeClass::Prefill), Mid);
+        assert_eq!(of(&pre(4, 4096), ShapeClass::Causal), Mid);
+        assert_eq!(of(&pre(1, 6144), ShapeClass::Prefill), Mid);
+        assert_eq!(of(&pre(2, 8192), ShapeClass::Prefill), Long);
+        assert_eq!(of(&pre(1, 16384), ShapeClass::Causal), Long);
+        // Prefill buckets ignore the paged flag and the SM count.
+        assert_eq!(
+            ShapeBucket::of(&pre(1, 16384), ShapeClass::Prefill, 8, true),
+            Long
+        );
+        // Decode: batch x heads_kv x ceil(rows per kv head / 16) against the SMs.
+        let dec = |b, sq, skv, hq, hkv| AttnShape::new(b, sq, skv, hq, hkv, 128);
+        let d = |s: &AttnShape, sms, paged| ShapeBucket::of(s, ShapeClass::Decode, sms, paged);
+        assert_eq!(d(&dec(1, 1, 4096, 32, 8), 132, false), SmallContiguous); // 8 CTAs
+        assert_eq!(d(&dec(4, 1, 131072, 32, 8), 132, true), SmallPaged); // 32
+        assert_eq!(d(&dec(32, 1, 4096, 32, 8), 132, false), LargeContiguous); // 256
+        assert_eq!(d(&dec(8, 1, 32768, 32, 32), 132, true), LargePaged); // 256
+        assert_eq!(d(&dec(16, 1, 4096, 32, 8), 132, false), SmallContiguous); // 128 < 132
+        assert_eq!(d(&dec(17, 1, 4096, 32, 8), 132, false), LargeContiguous); // 136
+        assert_eq!(d(&dec(16, 1, 4096, 32, 8), 128, false), LargeContiguous); // 128 = 128
+                                                                              // Speculative decoding: Sq 4 x group 8 = 32 rows per kv head, 2 CTAs each.
+        assert_eq!(d(&dec(8, 4, 32768, 64, 8), 132, false), SmallContiguous); // 128
+        assert_eq!(d(&dec(9, 4, 32768, 64, 8), 132, true), LargePaged); // 144
+        for b in ShapeBucket::ALL {
+            assert_eq!(ShapeBucket::parse(b.name()), Some(b));
+            let json = serde_json::to_string(&b).unwrap();
+            assert_eq!(json, format!("\"{}\"", b.name()));
+            let n = ShapeClass::ALL.iter().filter(|&&c| b.belongs_to(c)).count();
+            assert!(n >= 1);
+        }
+        assert_eq!(ShapeBucket::parse("Short"), None);
+    }
+
+    #[test]
+    fn old_tables_without_buckets_parse() {
+        let old = r#"{"entries": [
+            {"arch": "sm_90a", "precision": "bf16", "head_dim": 128, "shape_class": "prefill",
+             "variant": "hopper.m128.n128.w12.s2.b1.w4pogex", "tflops": 600.0},
+            {"arch": "sm_90a", "precision": "bf16", "head_dim": 128, "shape_class": "causal",
+             "variant": "hopper.m128.n128.w12.s2.b1.w4oex", "note": "round 23"}]}"#;
+        let t = TunedTable::parse(old).unwrap();
+        assert!(t.entries().iter().all(|e| e.bucket.is_none()));
+        // A class-wide entry serves every bucket of its class.
+        for b in [ShapeBucket::Short, ShapeBucket::Mid, ShapeBucket::Long] {
+            let v = TunedTable::resolve_in(
+                Some(&t),
+                &TunedTable::default(),
+                Arch::Sm90a,
+                Precision::Bf16,
+                128,
+                ShapeClass::Prefill,
+                b,
+            );
+            assert_eq!(v.unwrap().key(), "hopper.m128.n128.w12.s2.b1.w4pogex");
+        }
+        // Written back without a bucket field.
+        assert!(!t.to_json().contains("bucket"));
+        assert_eq!(TunedTable::parse(&t.to_json()).unwrap(), t);
+    }
+
+    #[test]
+    fn bad_buckets_are_named_errors() {
+        let e = |t: &str| TunedTable::parse(t).unwrap_err().to_string();
+        let one = |class: &str, bucket: &str, variant: &str| {
+            format!(
+                r#"{{"entries": [{{"arch": "sm_90a", "precision": "f16", "head_dim": 128, "shape_class": "{class}", "bucket": {bucket}, "variant": "{variant}"}}]}}"#
+            )
+        };
+        let hop = "hopper.m128.n128.w12.s2.b1.w4pogex";
+        assert!(TunedTable::parse(&one("prefill", r#""long""#, hop)).is_ok());
+        assert!(TunedTable::parse(&one("prefill", "null", hop)).is_ok());
+        let x = e(&one("prefill", r#""tall""#, hop));
+        assert!(matches!(
+            TunedTable::parse(&one("prefill", r#""tall""#, hop)),
+            Err(Error::InvalidInput(_))
+        ));
+        assert!(x.contains("entry 0: unknown bucket 'tall'"), "{x}");
+        assert!(x.contains("short, mid, long"), "{x}");
+        let x = e(&one("prefill", r#""small-paged""#, hop));
+        assert!(
+            x.contains("bucket 'small-paged' is not a bucket of the prefill class"),
+            "{x}"
+        );
+        let dec = "decode.m16.n64.w4.s3.b2.cex";
+        let x = e(&one("decode", r#""mid""#, dec));
+        assert!(
+            x.contains("small-paged, small-contiguous, large-paged, large-contiguous"),
+            "{x}"
+        );
+        // Case and spelling matter: the names are lowercase, hyphenated.
+        assert!(e(&one("prefill", r#""Long""#, hop)).contains("unknown bucket 'Long'"));
+        assert!(e(&one("decode", r#""small_paged""#, dec)).contains("unknown bucket"));
+        // Not a string.
+        assert!(e(&one("prefill", "3", hop)).contains("not a table"));
+        assert!(e(&one("prefill", r#"["long"]"#, hop)).contains("not a table"));
+        // The same bucket twice is listed twice; a bucket next to the class-wide entry is not.
+        let two = |b1: &str, b2: &str| {
+            let a = one("prefill", b1, hop);
+            let b = one("prefill", b2, hop);
+            a.replace("}]}", "}, ") + &b[13..]
+        };
+        assert!(e(&two(r#""long""#, r#""long""#)).contains("bucket long is listed twice"));
+        assert!(TunedTable::parse(&two(r#""long""#, "null")).is_ok());
+        assert!(TunedTable::parse(&two(r#""long""#, r#""short""#)).is_ok());
+        // upsert checks the bucket too.
+        let mut t = TunedTable::default();
+        assert!(t
+            .upsert(bucketed("causal", Some("large-paged"), hop))
+            .is_err());
+    }
+
+    #[test]
+    fn resolution_prefers_user_then_bucket_then_shipped() {
+        let (a, p, d, c) = (Arch::Sm90a, Precision::Bf16, 128, ShapeClass::Prefill);
+        let v128 = "hopper.m128.n128.w12.s2.b1.w4pogex";
+        let v176 = "hopper.m128.n176.w12.s2.b1.w4ogex";
+        let v192 = "hopper.m128.n192.w12.s2.b1.w4pogex";
+        let v64 = "hopper.m128.n64.w12.s2.b1.w4pogex";
+        let table = |es: &[TunedEntry]| {
+            let mut t = TunedTable::default();
+            for e in es {
+                t.upsert(e.clone()).unwrap();
+            }
+            t
+        };
+        let res = |u: Option<&TunedTable>, s: &TunedTable, b| {
+            TunedTable::resolve_in(u, s, a, p, d, c, b).map(|v| v.key())
+        };
+        let shipped = table(&[
+            bucketed("prefill", None, v176),
+            bucketed("prefill", Some("long"), v192),
+        ]);
+        let user = table(&[
+            bucketed("prefill", None, v128),
+            bucketed("prefill", Some("mid"), v64),
+        ]);
+        // 1. The user's bucket entry.
+        assert_eq!(res(Some(&user), &shipped, ShapeBucket::Mid).unwrap(), v64);
+        // 2. The user's class-wide entry, even over a shipped bucket entry.
+        assert_eq!(res(Some(&user), &shipped, ShapeBucket::Long).unwrap(), v128);
+        assert_eq!(
+            res(Some(&user), &shipped, ShapeBucket::Short).unwrap(),
+            v128
+        );
+        // 3. The shipped bucket entry when the user's table has nothing for the class.
+        let user_bucket_only = table(&[bucketed("prefill", Some("mid"), v64)]);
+        assert_eq!(
+            res(Some(&user_bucket_only), &shipped, ShapeBucket::Long).unwrap(),
+            v192
+        );
+        assert_eq!(res(None, &shipped, ShapeBucket::Long).unwrap(), v192);
+        // 4. The shipped class-wide entry.
+        assert_eq!(
+            res(Some(&user_bucket_only), &shipped, ShapeBucket::Short).unwrap(),
+            v176
+        );
+        // 5. Nothing: the registry decides.
+        let shipped_long = table(&[bucketed("prefill", Some("long"), v192)]);
+        assert_eq!(res(None, &shipped_long, ShapeBucket::Short), None);
+        assert_eq!(res(None, &TunedTable::default(), ShapeBucket::Mid), None);
+        // Other keys do not leak: another precision, head dim or class.
+        assert_eq!(
+            TunedTable::resolve_in(
+                Some(&user),
+                &shipped,
+                a,
+                Precision::F16,
+                d,
+                c,
+                ShapeBucket::Mid
+            ),
+            None
+        );
+        assert_eq!(
+            TunedTable::resolve_in(
+                Some(&user),
+                &shipped,
+                a,
+                p,
+                d,
+                ShapeClass::Causal,
+                ShapeBucket::Mid
+            ),
+            None
+        );
+        // Upserts replace per (class, bucket): the class-wide entry stays.
+        let mut t = user.clone();
+        t.upsert(bucketed("prefill", Some("mid"), v192)).unwrap();
+        assert_eq!(t.entries().len(), 2);
+        assert_eq!(
+            t.lookup_exact(a, p, d, c, Some(ShapeBucket::Mid))
+                .unwrap()
+                .key(),
+            v192
+        );
+        assert_eq!(t.lookup(a, p, d, c).unwrap().key(), v128);
+        assert_eq!(TunedTable::parse(&t.to_json()).unwrap(), t);
+        assert!(t.to_json().contains(r#""bucket": "mid""#));
+    }
+
+    proptest::proptest! {
+        /// Whatever the bucket text, an entry parses or fails with a typed error.
+        #[test]
+        fn any_bucket_never_panics(bucket in ".{0,40}") {
+            let t = format!(
+                r#"{{"entries": [{{"arch": "sm_90a", "precision": "f16", "head_dim": 128, "shape_class": "decode", "bucket": {}, "variant": "decode.m16.n64.w4.s3.b2.cex"}}]}}"#,
+                serde_json::to_string(&bucket).unwrap()
+            );
+            match TunedTable::parse(&t) {
+                Ok(_) => proptest::prop_assert!(ShapeBucket::parse(&bucket)
+                    .is_some_and(|b| b.belongs_to(ShapeClass::Decode))),
+                Err(e) => proptest::prop_assert!(matches!(e, Error::InvalidInput(_))),
+            }
+        }
+
+        /// Mutations of a valid bucketed table (a byte replaced) parse or fail cleanly.
+        #[test]
+        fn mutated_bucketed_tables_never_panic(pos in 0usize..240, byte in proptest::prelude::any::<u8>()) {
+            let mut t = br#"{"entries": [{"arch": "sm_90a", "precision": "f16", "head_dim": 128, "shape_class": "decode", "bucket": "small-paged", "variant": "decode.m16.n64.w4.s3.b2.cex", "tflops": 1.5}]}"#.to_vec();
+            let i = pos % t.len();
+            t[i] = byte;
+            if let Ok(s) = std::str::from_utf8(&t) {
+                if let Err(e) = TunedTable::parse(s) {
+                    proptest::prop_assert!(matches!(e, Error::InvalidInput(_)));
+                }
+            }
+        }
     }
 
     proptest::proptest! {

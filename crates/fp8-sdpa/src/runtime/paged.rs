@@ -43,8 +43,9 @@ use super::decode::{self, PagedArgs};
 use super::device::Device;
 use super::tensor::{IdxRef, TensorMut, TensorRef, VecMut};
 use super::validate::{check_page_table, validate_paged, CallDesc, DescaleDesc, PagedDesc};
+use crate::dispatch;
 use crate::error::{Error, Result};
-use crate::kernels::{geometry, registry};
+use crate::kernels::geometry;
 use crate::problem::AttnParams;
 use crate::variant::{Family, KernelSpec};
 use cudarc::driver::CudaStream;
@@ -148,9 +149,12 @@ impl Device {
             check_page_table(&table, &lens, paged.max_pages, page_size, call.k.shape[0])?;
         }
         let variant = match opts.kernel {
-            KernelChoice::Auto => {
-                registry::decode_default(self.info().arch, v.precision, v.shape.head_dim as u32)
-            }
+            KernelChoice::Auto => dispatch::choose_paged(
+                self.info().arch,
+                v.precision,
+                &v.shape,
+                self.info().sm_count,
+            )?,
             KernelChoice::Variant(var) if var.family == Family::Decode => var,
             KernelChoice::Variant(var) => {
                 return Err(Error::InvalidInput(format!(

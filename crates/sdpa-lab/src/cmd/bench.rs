@@ -439,13 +439,22 @@ pub fn bench(a: &Args, manifest: serde_json::Value) -> Result<(PathBuf, bool)> {
         bar.set_message(format!("{}/{} {}", case.suite, case.name, case.precision));
         let mode = a.mode.unwrap_or(case.mode);
         let vs = if variants.is_empty() {
-            vec![dispatch::choose(
-                dev.info().arch,
-                case.precision,
-                &case.shape,
-                case.causal,
-                dev.info().sm_count,
-            )?]
+            vec![if case.page_size.is_some() {
+                dispatch::choose_paged(
+                    dev.info().arch,
+                    case.precision,
+                    &case.shape,
+                    dev.info().sm_count,
+                )?
+            } else {
+                dispatch::choose(
+                    dev.info().arch,
+                    case.precision,
+                    &case.shape,
+                    case.causal,
+                    dev.info().sm_count,
+                )?
+            }]
         } else {
             variants.clone()
         };

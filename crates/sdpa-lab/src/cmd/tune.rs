@@ -14,7 +14,7 @@ use fp8_sdpa::compile::Compiler;
 use fp8_sdpa::harness::{judge, DeviceCase};
 use fp8_sdpa::inputs::Distribution;
 use fp8_sdpa::runtime::{CallOptions, Device, KernelChoice};
-use fp8_sdpa::tuned::{ShapeClass, TunedEntry, TunedTable};
+use fp8_sdpa::tuned::{ShapeBucket, ShapeClass, TunedEntry, TunedTable};
 use fp8_sdpa::{AttnParams, AttnShape, Error, Family, Layout, Precision, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
@@ -34,9 +34,18 @@ pub struct Args {
     /// Head dim: 64, 128 or 256.
     #[arg(long, default_value_t = 128)]
     pub head_dim: u32,
-    /// Problem class: prefill (non-causal) or causal, timed at S 1k, 4k and 16k; decode (Sq 1), timed at B32 Skv 4k, B4 Skv 128k, B1 Skv 4k (Hkv 8) and B8 Skv 32k (Hkv 32). A candidate's time is the geometric mean over its class's shapes
+    /// Problem class: prefill (non-causal) or causal, timed at S 1k, 4k and 16k; decode (Sq 1), timed at B32 Skv 4k, B4 Skv 128k, B1 Skv 4k (Hkv 8) and B8 Skv 32k (Hkv 32). A candidate's time is the geometric mean over its class's shapes (with --bucket, over the bucket's)
     #[arg(long, default_value = "prefill")]
     pub shape_class: String,
+    /// Tune one shape bucket of the class instead of the whole class; the tuned.json entry then
+    /// carries the bucket, and dispatch prefers it over a class-wide entry for calls of that
+    /// bucket. Prefill and causal: short (Sq <= 1536; timed at S 512 and 1k), mid (<= 6144;
+    /// S 2k and 4k), long (S 8k and 16k), all with 16k tokens and hidden 2048. Decode (Sq 1,
+    /// H 32): small-paged and small-contiguous (batch x Hkv x 16-row blocks below the SM count;
+    /// B1 Skv 4k and B4 Skv 128k, Hkv 8), large-paged and large-contiguous (B32 Skv 4k Hkv 8,
+    /// B8 Skv 32k Hkv 32); the paged ones over a cache of 64-token pages
+    #[arg(long, value_name = "NAME")]
+    pub bucket: Option<String>,
     /// Candidates to evaluate (distinct variants).
     #[arg(long, default_value_t = 40)]
     pub budget: usize,
@@ -109,6 +118,75 @@ fn timed_shapes(class: ShapeClass, head_dim: u32) -> Vec<AttnShape> {
     }
 }
 
+/// Page size of the paged buckets' timed shapes (tokens).
+const TUNE_PAGE_SIZE: usize = 64;
+
+/// The shapes a bucket is timed on, each with its page size (paged K/V) or none. Every shape
+/// lands in its bucket on a GPU of 33 to 256 SMs (the decode ones by their CTA count: at most
+/// 32 for small, 256 for large).
+fn bucket_shapes(bucket: ShapeBucket, head_dim: u32) -> Vec<(AttnShape, Option<usize>)> {
+    let d = head_dim as usize;
+    let h = 2048 / d;
+    // The fa grid's points: 16k tokens, hidden 2048.
+    let fa = |s: usize| (AttnShape::new(16384 / s, s, s, h, h, d), None);
+    let paged = |s: AttnShape, p: bool| (s, p.then_some(TUNE_PAGE_SIZE));
+    match bucket {
+        ShapeBucket::Short => vec![fa(512), fa(1024)],
+        ShapeBucket::Mid => vec![fa(2048), fa(4096)],
+        ShapeBucket::Long => vec![fa(8192), fa(16384)],
+        ShapeBucket::SmallPaged | ShapeBucket::SmallContiguous => {
+            let p = bucket == ShapeBucket::SmallPaged;
+            vec![
+                paged(AttnShape::new(1, 1, 4096, 32, 8, d), p),
+                paged(AttnShape::new(4, 1, 131072, 32, 8, d), p),
+            ]
+        }
+        ShapeBucket::LargePaged | ShapeBucket::LargeContiguous => {
+            let p = bucket == ShapeBucket::LargePaged;
+            vec![
+                paged(AttnShape::new(32, 1, 4096, 32, 8, d), p),
+                paged(AttnShape::new(8, 1, 32768, 32, 32, d), p),
+            ]
+        }
+    }
+}
+
+/// The timed shapes of a run: the bucket's, or without one the class's (contiguous).
+fn tune_shapes(
+    class: ShapeClass,
+    bucket: Option<ShapeBucket>,
+    head_dim: u32,
+) -> Vec<(AttnShape, Option<usize>)> {
+    match bucket {
+        Some(b) => bucket_shapes(b, head_dim),
+        None => timed_shapes(class, head_dim)
+            .into_iter()
+            .map(|s| (s, None))
+            .collect(),
+    }
+}
+
+/// Parses `--shape-class` and `--bucket`: an unknown class, an unknown bucket, or a bucket of
+/// another class is an `Error::InvalidInput` naming the valid ones.
+fn parse_class_bucket(
+    class: &str,
+    bucket: Option<&str>,
+) -> Result<(ShapeClass, Option<ShapeBucket>)> {
+    let class = ShapeClass::parse(class).ok_or_else(|| {
+        Error::InvalidInput(format!(
+            "unknown shape class '{class}' (prefill, causal or decode)"
+        ))
+    })?;
+    let bucket = bucket
+        .map(|b| ShapeBucket::parse_for(class, b))
+        .transpose()
+        .map_err(|e| match e {
+            Error::InvalidInput(m) => Error::InvalidInput(format!("--bucket: {m}")),
+            other => other,
+        })?;
+    Ok((class, bucket))
+}
+
 /// Geometric mean.
 fn geomean(xs: &[f64]) -> f64 {
     (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len().max(1) as f64).exp()
@@ -159,8 +237,9 @@ impl Gpu<'_> {
             .iter()
             .map(|c| {
                 let s = &c.shape;
+                let page = c.page_size.map_or(String::new(), |p| format!("/p{p}"));
                 format!(
-                    "{}x{}x{}x{}/{}",
+                    "{}x{}x{}x{}/{}{page}",
                     s.batch, s.seq_q, s.seq_kv, s.heads_q, s.heads_kv
                 )
             })
@@ -367,12 +446,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         .into_iter()
         .find(|p| p.name() == a.precision)
         .ok_or_else(|| Error::InvalidInput(format!("unknown precision '{}'", a.precision)))?;
-    let class = ShapeClass::parse(&a.shape_class).ok_or_else(|| {
-        Error::InvalidInput(format!(
-            "unknown shape class '{}' (prefill, causal or decode)",
-            a.shape_class
-        ))
-    })?;
+    let (class, bucket) = parse_class_bucket(&a.shape_class, a.bucket.as_deref())?;
     if (family == Family::Decode) != (class == ShapeClass::Decode) {
         return Err(Error::InvalidInput(format!(
             "the decode family serves the decode class and only it: pass --family decode with \
@@ -411,17 +485,34 @@ pub fn run(a: Args) -> Result<ExitCode> {
     // launch. SAFETY: nothing else uses this context concurrently.
     unsafe { dev.context().disable_event_tracking() };
     let stream = dev.new_stream()?;
-    let shapes = timed_shapes(class, a.head_dim);
+    let timed_cases = tune_shapes(class, bucket, a.head_dim);
+    let shapes: Vec<AttnShape> = timed_cases.iter().map(|&(s, _)| s).collect();
+    if let Some(b) = bucket {
+        let sms = dev.info().sm_count;
+        for &(s, p) in &timed_cases {
+            let got = ShapeBucket::of(&s, class, sms, p.is_some());
+            if got != b {
+                eprintln!(
+                    "warning: the timed shape {} is in bucket {got}, not {b}, on this GPU \
+                     ({sms} SMs)",
+                    shape_label(&s)
+                );
+            }
+        }
+    }
+    let what = match bucket {
+        Some(b) => format!("{} bucket {b}", class.name()),
+        None => class.name().to_string(),
+    };
     let bar = ProgressBar::new(a.budget as u64);
     bar.set_style(
         ProgressStyle::with_template("tune {bar:40} {pos}/{len} candidates, {elapsed} {msg}")
             .expect("template"),
     );
     eprintln!(
-        "tuning {} {precision} d{} {} on {} ({valid} valid variants; budget {}, seed {}); cache {} ({} results read, {} unreadable lines skipped)",
+        "tuning {} {precision} d{} {what} on {} ({valid} valid variants; budget {}, seed {}); cache {} ({} results read, {} unreadable lines skipped)",
         family.name(),
         a.head_dim,
-        class.name(),
         dev.info().name,
         a.budget,
         a.seed,
@@ -434,16 +525,22 @@ pub fn run(a: Args) -> Result<ExitCode> {
         flusher: Flusher::new(&stream, dev.info().l2_bytes)?,
         stream,
         compiler: Compiler::new()?,
-        cases: shapes
+        cases: timed_cases
             .iter()
-            .map(|&shape| BenchCase {
+            .map(|&(shape, page_size)| BenchCase {
                 suite: "tune".into(),
-                name: format!("{}_d{}_{}", class.name(), a.head_dim, shape_label(&shape)),
+                name: format!(
+                    "{}_d{}_{}{}",
+                    class.name(),
+                    a.head_dim,
+                    shape_label(&shape),
+                    page_size.map_or(String::new(), |p| format!(" paged{p}"))
+                ),
                 shape,
                 precision,
                 causal,
                 mode: TimingMode::Hot,
-                page_size: None,
+                page_size,
             })
             .collect(),
         class,
@@ -499,7 +596,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     write_log(&a.out.join("tune_log.csv"), &space, &outcome, "evo")?;
     let mut summary = serde_json::json!({
         "family": family.name(), "precision": precision.name(), "head_dim": a.head_dim,
-        "shape_class": class.name(), "device": dev.info().name, "seed": a.seed,
+        "shape_class": class.name(), "bucket": bucket.map(|b| b.name()),
+        "device": dev.info().name, "seed": a.seed,
         "budget": a.budget, "evaluations": outcome.records.len(), "cached": gpu.cached_hits,
         "seconds": tuner_s, "valid_variants": valid,
         "best_so_far_us": outcome.best_so_far(),
@@ -555,13 +653,14 @@ pub fn run(a: Args) -> Result<ExitCode> {
         precision: precision.name().into(),
         head_dim: a.head_dim,
         shape_class: class.name().into(),
+        bucket: bucket.map(|b| b.name().to_string()),
         variant: v.key(),
         tflops: Some(flops / us / 1e6),
         note: Some(format!(
             "sdpa-lab tune, {} on {}, {} evaluations, seed {}",
-            shapes
+            timed_cases
                 .iter()
-                .map(shape_label)
+                .map(|(s, p)| shape_label(s) + &p.map_or(String::new(), |p| format!(" paged {p}")))
                 .collect::<Vec<_>>()
                 .join(", "),
             dev.info().name,
@@ -793,4 +892,100 @@ fn offline(
     write_log(&path, &space, &Outcome { records }, "offline")?;
     eprintln!("{passed} passed gate 1; log: {}", path.display());
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    fn args(extra: &[&str]) -> Args {
+        Cli::parse_from(std::iter::once("tune").chain(extra.iter().copied())).a
+    }
+
+    fn err(extra: &[&str]) -> String {
+        match run(args(extra)) {
+            Err(e) => e.to_string(),
+            Ok(c) => panic!("{extra:?} ran: {c:?}"),
+        }
+    }
+
+    #[test]
+    fn buckets_are_validated_against_the_class() {
+        let e = err(&["--bucket", "small-paged"]);
+        assert!(e.contains("--bucket: bucket 'small-paged' is not a bucket of the prefill class"));
+        assert!(e.contains("short, mid, long"), "{e}");
+        let e = err(&[
+            "--family",
+            "decode",
+            "--shape-class",
+            "decode",
+            "--bucket",
+            "long",
+        ]);
+        assert!(
+            e.contains("small-paged, small-contiguous, large-paged, large-contiguous"),
+            "{e}"
+        );
+        let e = err(&["--shape-class", "causal", "--bucket", "huge"]);
+        assert!(e.contains("unknown bucket 'huge'"), "{e}");
+        assert!(e.contains("short, mid, long"), "{e}");
+        let e = err(&["--shape-class", "warm"]);
+        assert!(e.contains("unknown shape class 'warm'"), "{e}");
+        // Valid pairs parse.
+        for class in ShapeClass::ALL {
+            for &b in ShapeBucket::of_class(class) {
+                let got = parse_class_bucket(class.name(), Some(b.name())).unwrap();
+                assert_eq!(got, (class, Some(b)));
+            }
+            assert_eq!(
+                parse_class_bucket(class.name(), None).unwrap(),
+                (class, None)
+            );
+        }
+        assert!(args(&[]).bucket.is_none());
+    }
+
+    #[test]
+    fn bucket_shapes_land_in_their_bucket() {
+        for b in ShapeBucket::ALL {
+            let class = if b.belongs_to(ShapeClass::Decode) {
+                ShapeClass::Decode
+            } else {
+                ShapeClass::Prefill
+            };
+            for d in [64, 128, 256] {
+                let shapes = bucket_shapes(b, d);
+                assert_eq!(shapes.len(), 2);
+                for (s, page) in shapes {
+                    assert_eq!(ShapeClass::of(&s, false), class, "{b} {s:?}");
+                    for sms in [33, 108, 132, 256] {
+                        assert_eq!(
+                            ShapeBucket::of(&s, class, sms, page.is_some()),
+                            b,
+                            "{s:?} on {sms} SMs"
+                        );
+                    }
+                    if class == ShapeClass::Prefill {
+                        assert_eq!(s.batch * s.seq_q, 16384);
+                        assert_eq!(s.heads_q * s.head_dim, 2048);
+                    }
+                    if let Some(p) = page {
+                        assert_eq!(p, 64);
+                        assert!(s.seq_kv.is_multiple_of(p));
+                    }
+                }
+            }
+        }
+        // Without a bucket: the class's shapes, contiguous.
+        let t = tune_shapes(ShapeClass::Decode, None, 128);
+        assert_eq!(t.len(), 4);
+        assert!(t.iter().all(|(_, p)| p.is_none()));
+    }
 }
