@@ -96,14 +96,7 @@ pub fn load_side(path: &Path) -> Result<Side, CompareError> {
     };
     let mut manifest = None;
     let files: Vec<PathBuf> = if meta.is_dir() {
-        let mut names: Vec<String> = std::fs::read_dir(path)
-            .map_err(io_err(path))?
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().is_file())
-            .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|n| n.starts_with("bench") && n.ends_with(".json"))
-            .collect();
-        names.sort();
+        let names = crate::report::bench_file_names(path).map_err(io_err(path))?;
         if names.is_empty() {
             return Err(CompareError::NoBenchFiles(path.to_path_buf()));
         }

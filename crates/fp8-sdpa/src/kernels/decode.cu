@@ -99,20 +99,10 @@ __device__ __forceinline__ void load_step(const SdpaParams& p, const DecodeParam
     }
 }
 
-// P's accumulators (KW / 8 tiles of 16 x 8) as the A fragments of k16 step kk.
-__device__ __forceinline__ void p_frag(u32 (&pa)[4], const float (&s)[KW / 8][4], int kk) {
-    pa[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-    pa[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-    pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-}
-
-// Four E4M3 (or other 8-bit) codes to two pairs of T: the low half's two codes, the high's.
-// A template on the code type, so that 16-bit builds, which have no decoder, never
-// instantiate one.
+// Four 8-bit codes to two pairs of T (types.cuh; a template so 16-bit builds never
+// instantiate a decoder).
 template <typename K = KvT> __device__ __forceinline__ void decode4(u32 w, u32& lo, u32& hi) {
-    if constexpr (Same<K, e4m3_t>::value && Same<T, half_t>::value) e4m3x4_to_f16_h1(w, lo, hi);
-    else if constexpr (sizeof(K) == 1) Decode4<K, T>::run(w, lo, hi);
+    frag_decode4<K, T>(w, lo, hi);
 }
 
 // S += Q.K^T over one warp step from an 8-bit K tile. ldmatrix (b16) over 8 keys x 16 codes
@@ -147,7 +137,7 @@ __device__ __forceinline__ void pv_step8(float (&o)[D / 8][4], const float (&s)[
 #pragma unroll
     for (int kk = 0; kk < KW / 16; ++kk) {
         u32 pa[4];
-        p_frag(pa, s, kk);
+        acc_to_a<T>(pa, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
         for (int cc = 0; cc < D / 32; ++cc) {
             u32 w[4];
@@ -183,7 +173,7 @@ __device__ __forceinline__ void pv_step16(float (&o)[D / 8][4], const float (&s)
 #pragma unroll
     for (int kk = 0; kk < KW / 16; ++kk) {
         u32 pa[4];
-        p_frag(pa, s, kk);
+        acc_to_a<T>(pa, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
         for (int j = 0; j < D / 16; ++j) {
             u32 vb[4];

@@ -50,6 +50,16 @@ template <typename T> struct LaneAddr {
     }
 };
 
+// Two m16n8 fp32 accumulators (columns 0-7 and 8-15 of a k16 block, e.g. S for keys
+// 16k..16k+15) packed as the A fragment of m16n8k16: lane (g, t) holds C (g, 2t..), (g+8, 2t..)
+// of each tile, which is A's a[0], a[1] (first tile) and a[2], a[3] (second tile).
+template <typename T> __device__ __forceinline__ void acc_to_a(u32 (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
+    a[0] = pack2<T>(lo[0], lo[1]);
+    a[1] = pack2<T>(lo[2], lo[3]);
+    a[2] = pack2<T>(hi[0], hi[1]);
+    a[3] = pack2<T>(hi[2], hi[3]);
+}
+
 // ---- cp.async (sm_80+) -------------------------------------------------------------------
 // cp.async.cg.shared.global [dst], [src], 16, src_size: copies 16 bytes global -> shared
 // without passing through registers (.cg: cache in L2 only). With src_size = 0 nothing is

@@ -471,11 +471,9 @@ __device__ __forceinline__ void load_kv_own(u8* smem, const SdpaParams& p, const
 }
 
 // Fragment decode: four 8-bit codes to two f16 pairs (both mma run in f16 under FRAG: qk_t,
-// pv_t). A template on the code type, so that kernels with 16-bit K/V, which have no decoder,
-// never instantiate one. E4M3 takes the word's halves in place (e4m3x4_to_f16_h1: no shift).
+// pv_t; types.cuh).
 template <typename K = kv_t> __device__ __forceinline__ void frag_decode(u32 w, u32& lo, u32& hi) {
-    if constexpr (Same<K, e4m3_t>::value) e4m3x4_to_f16_h1(w, lo, hi);
-    else if constexpr (sizeof(K) == 1) Decode4<K, half_t>::run(w, lo, hi);
+    frag_decode4<K, half_t>(w, lo, hi);
 }
 
 // Fragment decode: one 16-column block of Q (chunks a, b: column pairs P0..P3, P4..P7, pair
@@ -819,20 +817,13 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
 
     // ---- O += P·V ----
     if constexpr (TC_PV) {
-        // P's A fragment for keys 16kc..16kc+15 is the C fragments of n-tiles 2kc, 2kc+1:
-        // a[0] = (g, 2t..) = s[2kc][0,1], a[1] = (g+8, 2t..) = s[2kc][2,3],
-        // a[2] = (g, 8+2t..) = s[2kc+1][0,1], a[3] = (g+8, 8+2t..) = s[2kc+1][2,3].
+        // P's A fragment for keys 16kc..16kc+15 is the C fragments of n-tiles 2kc, 2kc+1.
 #pragma unroll
         for (int kc = 0; kc < CN / 16; ++kc) {
             const auto held = hk.pv_load(kc);
             u32 pa[R][4];
 #pragma unroll
-            for (int mi = MI0; mi < R; ++mi) {
-                pa[mi][0] = pack2<pv_t>(s[mi][2 * kc][0], s[mi][2 * kc][1]);
-                pa[mi][1] = pack2<pv_t>(s[mi][2 * kc][2], s[mi][2 * kc][3]);
-                pa[mi][2] = pack2<pv_t>(s[mi][2 * kc + 1][0], s[mi][2 * kc + 1][1]);
-                pa[mi][3] = pack2<pv_t>(s[mi][2 * kc + 1][2], s[mi][2 * kc + 1][3]);
-            }
+            for (int mi = MI0; mi < R; ++mi) acc_to_a<pv_t>(pa[mi], s[mi][2 * kc], s[mi][2 * kc + 1]);
             if constexpr (FRAG) {
                 // 8-bit V, .trans: r[2c] holds keys 2t, 2t + 1 (r[2c + 1]: 8 + 2t, 9 + 2t) at
                 // d 2g, 2g + 1 of chunk 2dq + c; bytes 0, 2 and 1, 3 are b0 (b1) of the chunk's

@@ -257,6 +257,14 @@ template <> struct Decode4<u8code_t, bf16_t> {
         hi = f16x2_exact_to_bf16x2(hi);
     }
 };
+// Fragment decode (8-bit K/V read with 8-bit ldmatrix and decoded right before the mma): four
+// codes to two pairs of C. E4M3 to f16 takes the word's halves in place (e4m3x4_to_f16_h1: no
+// shift). A template on the code type, so that kernels with 16-bit K/V, which have no
+// decoder, never instantiate one.
+template <typename K, typename C> __device__ __forceinline__ void frag_decode4(u32 w, u32& lo, u32& hi) {
+    if constexpr (Same<K, e4m3_t>::value && Same<C, half_t>::value) e4m3x4_to_f16_h1(w, lo, hi);
+    else if constexpr (sizeof(K) == 1) Decode4<K, C>::run(w, lo, hi);
+}
 // 16 codes (one 16-byte chunk) to 16 compute values (two 16-byte chunks, in order).
 template <typename SRC, typename C>
 __device__ __forceinline__ void decode16(u32x4 in, u32x4& out0, u32x4& out1) {

@@ -85,7 +85,8 @@ pub struct Launched {
     pub smem: u32,
 }
 
-fn desc(d: &Option<Descale<'_>>) -> Option<DescaleDesc> {
+/// The validation view of an optional descale.
+pub(crate) fn desc(d: &Option<Descale<'_>>) -> Option<DescaleDesc> {
     d.as_ref().map(|d| DescaleDesc {
         ptr: d.values.ptr,
         len: d.values.len,
@@ -191,7 +192,7 @@ impl Device {
             None
         };
         if spec.variant.family == Family::Decode {
-            super::decode::launch(
+            return super::decode::launch(
                 stream,
                 &kernel,
                 &spec,
@@ -199,13 +200,7 @@ impl Device {
                 &params,
                 None,
                 self.info().sm_count,
-            )?;
-            return Ok(Launched {
-                spec,
-                grid,
-                block: spec.variant.threads(),
-                smem: spec.dynamic_smem_bytes(),
-            });
+            );
         }
         let mut launch = stream.launch_builder(&kernel.function);
         launch.arg(&params);

@@ -3,6 +3,7 @@
 //! fp32 partials in stream-ordered scratch memory freed behind them.
 
 use super::abi::{DecodeParams, SdpaParams};
+use super::attention::Launched;
 use super::device::LoadedKernel;
 use crate::error::{Error, Result};
 use crate::kernels::{geometry, DECODE_MERGE_ENTRY};
@@ -56,7 +57,8 @@ impl Drop for Scratch {
 }
 
 /// Launches `spec` (a decode-family kernel) for `shape`, whose `seq_kv` is the longest
-/// sequence. `params` is the validated parameter block of the call.
+/// sequence. `params` is the validated parameter block of the call. Returns the main
+/// kernel's launch (the merge, with more than one split, follows it on the stream).
 pub(crate) fn launch(
     stream: &CudaStream,
     kernel: &LoadedKernel,
@@ -65,7 +67,7 @@ pub(crate) fn launch(
     params: &SdpaParams,
     paged: Option<PagedArgs>,
     sm_count: u32,
-) -> Result<()> {
+) -> Result<Launched> {
     let split = geometry::decode_split(spec, shape, sm_count);
     let grid = geometry::grid(spec, shape, sm_count, 0);
     if grid[1] > 65535 || grid[2] > 65535 {
@@ -123,5 +125,10 @@ pub(crate) fn launch(
             spec.key()
         )))?;
     }
-    Ok(())
+    Ok(Launched {
+        spec: *spec,
+        grid: [grid[0] as u32, grid[1] as u32, grid[2] as u32],
+        block: spec.variant.threads(),
+        smem: spec.dynamic_smem_bytes(),
+    })
 }

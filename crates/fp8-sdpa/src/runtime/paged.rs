@@ -37,15 +37,14 @@
 //! ```
 
 use super::attention::{
-    check_descales, read_back, sdpa_params, CallOptions, Descale, KernelChoice, Launched,
+    check_descales, desc, read_back, sdpa_params, CallOptions, Descale, KernelChoice, Launched,
 };
 use super::decode::{self, PagedArgs};
 use super::device::Device;
 use super::tensor::{IdxRef, TensorMut, TensorRef, VecMut};
-use super::validate::{check_page_table, validate_paged, CallDesc, DescaleDesc, PagedDesc};
+use super::validate::{check_page_table, validate_paged, CallDesc, PagedDesc};
 use crate::dispatch;
 use crate::error::{Error, Result};
-use crate::kernels::geometry;
 use crate::problem::AttnParams;
 use crate::variant::{Family, KernelSpec};
 use cudarc::driver::CudaStream;
@@ -82,14 +81,6 @@ pub struct PagedAttention<'a> {
     /// Scale and mask (causal aligns each sequence bottom-right: query i of a sequence with
     /// n keys sees key j iff j <= i + n - seq_q).
     pub params: AttnParams,
-}
-
-fn desc(d: &Option<Descale<'_>>) -> Option<DescaleDesc> {
-    d.as_ref().map(|d| DescaleDesc {
-        ptr: d.values.ptr,
-        len: d.values.len,
-        batch_stride: d.batch_stride,
-    })
 }
 
 impl PagedAttention<'_> {
@@ -185,13 +176,6 @@ impl Device {
                 page_size: page_size as i32,
             }),
             self.info().sm_count,
-        )?;
-        let g = geometry::grid(&spec, &v.shape, self.info().sm_count, 0);
-        Ok(Launched {
-            spec,
-            grid: [g[0] as u32, g[1] as u32, g[2] as u32],
-            block: spec.variant.threads(),
-            smem: spec.dynamic_smem_bytes(),
-        })
+        )
     }
 }

@@ -22,9 +22,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-/// Arguments of `bench`.
+/// Which bench cases and variants run (shared by `bench` and `profile`).
 #[derive(clap::Args, Clone)]
-pub struct Args {
+pub struct Selection {
     /// Suites, comma separated: mission, fa, decode, fp8, all.
     #[arg(long, default_value = "mission")]
     pub suite: String,
@@ -37,9 +37,17 @@ pub struct Args {
     /// Only these precision paths, comma separated (f16, bf16, fp8kv_f16, fp8kv_bf16, fp8, simfp8).
     #[arg(long)]
     pub precision: Option<String>,
-    /// Variant keys to time (repeatable); default: the shipped default per case.
+    /// Variant keys to run (repeatable); default: the shipped default per case.
     #[arg(long)]
     pub variant: Vec<String>,
+}
+
+/// Arguments of `bench`.
+#[derive(clap::Args, Clone)]
+pub struct Args {
+    /// The cases and variants.
+    #[command(flatten)]
+    pub select: Selection,
     /// Timing mode for every case (default: each case's suggested mode).
     #[arg(long)]
     pub mode: Option<TimingMode>,
@@ -140,21 +148,42 @@ fn scatter_pages(contiguous: &[u8], perm: &[usize], page_bytes: usize) -> Vec<u8
     pool
 }
 
+/// A case's Q, K and V on the host (contiguous), filled once per timed variant.
+struct HostInputs {
+    q: Vec<u8>,
+    k: Vec<u8>,
+    v: Vec<u8>,
+}
+
+impl HostInputs {
+    fn of(case: &BenchCase) -> Result<HostInputs> {
+        let (s, p) = (&case.shape, case.precision);
+        Ok(HostInputs {
+            q: pattern_bytes(p.q(), s.q_len(), 1)?,
+            k: pattern_bytes(p.kv(), s.kv_len(), 2)?,
+            v: pattern_bytes(p.kv(), s.kv_len(), 3)?,
+        })
+    }
+}
+
 /// Uploads `sets` copies of the case's inputs. `paged` (a paged case's page size) stores K and
 /// V as shuffled page pools with their block table; `None` keeps them contiguous (the
 /// reference kernel reads those).
 fn upload(
     stream: &Arc<CudaStream>,
     case: &BenchCase,
+    host: &HostInputs,
     sets: usize,
     paged: Option<usize>,
 ) -> Result<Inputs> {
     let s = &case.shape;
     let p = case.precision;
     let drv = |c: &'static str| Error::driver(c);
-    let q = pattern_bytes(p.q(), s.q_len(), 1)?;
-    let mut k = pattern_bytes(p.kv(), s.kv_len(), 2)?;
-    let mut v = pattern_bytes(p.kv(), s.kv_len(), 3)?;
+    let q = &host.q;
+    let (mut k, mut v) = (
+        std::borrow::Cow::from(&host.k),
+        std::borrow::Cow::from(&host.v),
+    );
     let mut table = None;
     if let Some(page_size) = paged {
         if page_size == 0 || !s.seq_kv.is_multiple_of(page_size) {
@@ -166,8 +195,8 @@ fn upload(
         let max_pages = s.seq_kv / page_size;
         let perm = page_order(s.batch * max_pages);
         let page_bytes = page_size * s.heads_kv * s.head_dim * p.kv().size();
-        k = scatter_pages(&k, &perm, page_bytes);
-        v = scatter_pages(&v, &perm, page_bytes);
+        k = scatter_pages(&host.k, &perm, page_bytes).into();
+        v = scatter_pages(&host.v, &perm, page_bytes).into();
         let t: Vec<i32> = perm.iter().map(|&x| x as i32).collect();
         table = Some(PagedTable {
             table: stream
@@ -183,9 +212,9 @@ fn upload(
     let mut out = Vec::new();
     for _ in 0..sets {
         out.push([
-            stream.clone_htod(&q).map_err(drv("uploading Q"))?,
-            stream.clone_htod(&k).map_err(drv("uploading K"))?,
-            stream.clone_htod(&v).map_err(drv("uploading V"))?,
+            stream.clone_htod(q).map_err(drv("uploading Q"))?,
+            stream.clone_htod(k.as_ref()).map_err(drv("uploading K"))?,
+            stream.clone_htod(v.as_ref()).map_err(drv("uploading V"))?,
         ]);
     }
     let ds = |t: DType, heads: usize| -> Result<Option<CudaSlice<f32>>> {
@@ -333,17 +362,20 @@ pub(crate) fn bench_one(
         } else {
             1
         };
-        // The reference kernel reads contiguous K/V; a paged case then gets its pools.
+        // The reference kernel reads contiguous K/V; a paged case then gets its pools, from
+        // the same host inputs.
+        let host = HostInputs::of(case)?;
         let mut inp = upload(
             stream,
             case,
+            &host,
             if case.page_size.is_some() { 1 } else { sets },
             None,
         )?;
         let reference = reference_out(dev, stream, case, &mut inp)?;
         if case.page_size.is_some() {
             drop(inp);
-            inp = upload(stream, case, sets, case.page_size)?;
+            inp = upload(stream, case, &host, sets, case.page_size)?;
         }
         let kernel = KernelChoice::Variant(variant);
         launch(dev, stream, case, &mut inp, 0, kernel, true)?;
@@ -384,8 +416,13 @@ pub(crate) fn bench_one(
 
 /// Runs the benchmark; returns the path written and whether every row ran correct.
 pub fn bench(a: &Args, manifest: serde_json::Value) -> Result<(PathBuf, bool)> {
-    let suites = Suite::parse_list(&a.suite).map_err(Error::InvalidInput)?;
-    let variants: Vec<Variant> = a.variant.iter().map(|k| k.parse()).collect::<Result<_>>()?;
+    let suites = Suite::parse_list(&a.select.suite).map_err(Error::InvalidInput)?;
+    let variants: Vec<Variant> = a
+        .select
+        .variant
+        .iter()
+        .map(|k| k.parse())
+        .collect::<Result<_>>()?;
     let dev = crate::cmd::env::open_device(a.device)
         .map_err(|e| Error::Unsupported(format!("bench needs a GPU: {e}")))?;
     // One stream, no cross-stream hazards; cudarc's per-use events would land in graphs.
@@ -409,14 +446,16 @@ pub fn bench(a: &Args, manifest: serde_json::Value) -> Result<(PathBuf, bool)> {
     }
     let all: Vec<BenchCase> = suites
         .iter()
-        .flat_map(|s| cases(*s, a.quick))
+        .flat_map(|s| cases(*s, a.select.quick))
         .filter(|c| {
-            a.filter
+            a.select
+                .filter
                 .as_ref()
                 .is_none_or(|f| c.name.contains(f.as_str()))
         })
         .filter(|c| {
-            a.precision
+            a.select
+                .precision
                 .as_ref()
                 .is_none_or(|p| p.split(',').any(|p| p.trim() == c.precision.name()))
         })

@@ -28,21 +28,9 @@ pub const NOT_RUN: u8 = 3;
 /// Arguments of `profile`.
 #[derive(clap::Args, Clone)]
 pub struct Args {
-    /// Suites, comma separated: mission, fa, decode, fp8, all.
-    #[arg(long, default_value = "mission")]
-    pub suite: String,
-    /// Fewer sequence lengths in the fa and fp8 grids.
-    #[arg(long)]
-    pub quick: bool,
-    /// Only cases whose name contains this text (e.g. `d128`, `s4k`).
-    #[arg(long)]
-    pub filter: Option<String>,
-    /// Only these precision paths, comma separated (f16, bf16, fp8kv_f16, fp8kv_bf16, fp8, simfp8).
-    #[arg(long)]
-    pub precision: Option<String>,
-    /// Variant keys to profile (repeatable); default: the shipped default per case.
-    #[arg(long)]
-    pub variant: Vec<String>,
+    /// The cases and variants (as in bench).
+    #[command(flatten)]
+    pub select: crate::cmd::bench::Selection,
     /// Output folder: profile.json, profile.md, and profile/ with the reference bench run
     /// (bench.json) and per case ncu's report (.ncu-rep), its CSV and ncu's log.
     #[arg(long, default_value = "artifacts/profile")]
@@ -259,11 +247,7 @@ fn ncu_version(ncu: &Path) -> std::result::Result<String, String> {
 /// The reference bench run: our rows of `profile/bench.json`.
 fn reference_bench(a: &Args, manifest: serde_json::Value) -> Result<Vec<BenchRow>> {
     let bench_args = crate::cmd::bench::Args {
-        suite: a.suite.clone(),
-        quick: a.quick,
-        filter: a.filter.clone(),
-        precision: a.precision.clone(),
-        variant: a.variant.clone(),
+        select: a.select.clone(),
         // ncu's launches run back to back on inputs flushed from L2, as hot mode's do.
         mode: Some(TimingMode::Hot),
         peers: false,
@@ -332,7 +316,7 @@ fn child(a: &Args, selector: &str) -> Result<ExitCode> {
         .into_iter()
         .find(|c| c.name == name && c.precision.name() == precision)
         .ok_or_else(|| bad("no such case".into()))?;
-    let [key] = a.variant.as_slice() else {
+    let [key] = a.select.variant.as_slice() else {
         return Err(bad("takes exactly one --variant".into()));
     };
     let variant: Variant = key.parse()?;

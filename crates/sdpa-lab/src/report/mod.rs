@@ -191,20 +191,25 @@ fn read_optional<T: for<'de> Deserialize<'de>>(dir: &Path, name: &str) -> Option
     }
 }
 
-/// Reads the artifacts folder. Unreadable files are recorded, not fatal; only a missing
-/// folder is.
-pub fn load(dir: &Path) -> Result<Inputs, ReportError> {
-    if !dir.is_dir() {
-        return Err(ReportError::NotAFolder(dir.to_path_buf()));
-    }
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map_err(io(dir))?
+/// The bench files of an artifacts folder (`bench*.json`), by name.
+pub fn bench_file_names(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .filter(|e| e.path().is_file())
         .filter_map(|e| e.file_name().into_string().ok())
         .filter(|n| n.starts_with("bench") && n.ends_with(".json"))
         .collect();
     names.sort();
+    Ok(names)
+}
+
+/// Reads the artifacts folder. Unreadable files are recorded, not fatal; only a missing
+/// folder is.
+pub fn load(dir: &Path) -> Result<Inputs, ReportError> {
+    if !dir.is_dir() {
+        return Err(ReportError::NotAFolder(dir.to_path_buf()));
+    }
+    let names = bench_file_names(dir).map_err(io(dir))?;
     let mut bench = Vec::new();
     let mut bench_unreadable = Vec::new();
     for name in names {
