@@ -718,6 +718,16 @@ impl KernelSpec {
         Ok(())
     }
 
+    /// Hopper family: whether O goes through shared memory and a TMA store (hopper.cu's
+    /// `STAGE_O`): where an O tile of `tile_m` rows fits beside the ring in the 227 KB
+    /// (232448 bytes) a block may have.
+    pub fn hopper_stages_o(&self) -> bool {
+        let v = &self.variant;
+        let row = 2 * self.head_dim;
+        let base = v.tile_m * row + 2 * v.stages * v.tile_n * row + 8 * (2 + 4 * v.stages) + 1024;
+        v.family == Family::Hopper && base + v.tile_m * row <= 232_448
+    }
+
     /// Dynamic shared memory the kernel asks for at launch, in bytes. The kernel derives its
     /// layout from the same defines; this formula must match it.
     pub fn dynamic_smem_bytes(&self) -> u32 {
@@ -737,10 +747,17 @@ impl KernelSpec {
             }
             Family::Hopper => {
                 // hopper.cu's layout: Q (tile_m rows) and `stages` K and V tiles of tile_n
-                // rows, 16-bit; mbarriers, two for Q and four per stage; 1024 bytes
-                // to round the base up to the 128-byte swizzle's 1024-byte period.
+                // rows, 16-bit; an O tile like Q's where it fits in the 227 KB a block may
+                // have (the TMA-store epilogue); mbarriers, two for Q and four per stage; 1024
+                // bytes to round the base up to the 128-byte swizzle's 1024-byte period.
                 let row = 2 * d;
-                v.tile_m * row + 2 * v.stages * v.tile_n * row + 8 * (2 + 4 * v.stages) + 1024
+                let base =
+                    v.tile_m * row + 2 * v.stages * v.tile_n * row + 8 * (2 + 4 * v.stages) + 1024;
+                if self.hopper_stages_o() {
+                    base + v.tile_m * row
+                } else {
+                    base
+                }
             }
             Family::Portable => {
                 // portable.cu's layout: Q tile (16-bit); `stages` K and V tiles in the K/V

@@ -39,9 +39,15 @@ static_assert(Same<T, half_t>::value || Same<T, bf16_t>::value, "16-bit Q/K/V on
 
 constexpr u32 Q_SLAB = TILE_M * 128, KV_SLAB = TILE_N * 128;
 constexpr u32 Q_BYTES = Q_SLAB * SLABS, KV_BYTES = KV_SLAB * SLABS;
-constexpr u32 OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * KV_BYTES, OFF_BAR = OFF_V + STAGES * KV_BYTES;
 enum : u32 { Q_FULL = 0, Q_EMPTY = 1, K_FULL = 2, K_EMPTY = K_FULL + STAGES,
              V_FULL = K_EMPTY + STAGES, V_EMPTY = V_FULL + STAGES, N_BARS = V_EMPTY + STAGES };
+// O is staged in shared memory for a TMA store where the tile fits beside the ring (227 KB
+// per block; not D256's 80-key ring), else stored from registers.
+static_assert(sizeof(OutT) == 2, "16-bit output");
+constexpr u32 O_BYTES = Q_BYTES, RING_END = Q_BYTES + 2 * STAGES * KV_BYTES;
+constexpr bool STAGE_O = RING_END + O_BYTES + 8 * N_BARS + 1024 <= 232448;
+constexpr u32 OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * KV_BYTES, OFF_O = RING_END;
+constexpr u32 OFF_BAR = RING_END + (STAGE_O ? O_BYTES : 0);
 // The host adds 1024 bytes so that the base can be rounded up to the swizzle period.
 static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 
@@ -50,7 +56,9 @@ constexpr int PRODUCER_REGS = 24;
 constexpr int CONSUMER_REGS_RAW = (65536 / 128 - PRODUCER_REGS) / CONSUMERS / 8 * 8;
 constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
 
-struct HopperMaps { TmaMap q, k, v; };  // 4-D maps over (dim, seq, head, batch), box 64 x rows
+// 4-D maps over (dim, seq, head, batch), boxes of 64 columns x TILE_M (Q), TILE_N (K, V) or
+// 64 rows (O, one consumer warpgroup's rows).
+struct HopperMaps { TmaMap q, k, v, o; };
 
 // ---- scheduler ----------------------------------------------------------------------------
 struct Tile { int m_block, hq, b, n_blocks; };
@@ -210,7 +218,59 @@ __device__ __forceinline__ void to_p(const float (&s)[TILE_N / 2], u32 (&pa)[TIL
 __device__ __forceinline__ void turn_wait(int cw) { if (PINGPONG) bar_sync(1 + cw, 256); }
 __device__ __forceinline__ void turn_pass(int cw) { if (PINGPONG) bar_arrive(2 - cw, 256); }
 
-__device__ void consume(const SdpaParams& p, u32 smem, int cw) {
+// ---- epilogue ----------------------------------------------------------------------------
+// O / l and the log-sum-exp of one warpgroup's 64 rows. With STAGE_O the rows go to shared
+// memory in the layout a SWIZZLE_128B load of the same box would write (16-byte chunk c of
+// row r at c ^ (r % 8): the eight rows of one store instruction hit eight different chunks,
+// so no bank conflicts), and one thread stores them by TMA, which clips rows past seq_q; the
+// warpgroup goes on to its next tile while the copy runs. Its buffer is reused one tile later,
+// after the issuing thread's wait on the previous store's reads.
+__device__ __forceinline__ void epilogue(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw, const Tile& w,
+                                         const float (&o)[D / 2], const RowState& rs, int q0) {
+    const int tid = threadIdx.x % 128, warp = tid / 32, g = (tid % 32) / 4, t4 = tid % 4;
+    const u32 o_tile = smem + OFF_O + cw * 64 * 128;
+    if (STAGE_O) {
+        if (tid == 0) bulk_wait_read<0>();
+        bar_sync(3 + cw, 128);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float l = rs.l[r];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const int row = q0 + 8 * r;
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        if (STAGE_O) {
+            const int lr = 16 * warp + g + 8 * r;  // row within the warpgroup's 64
+#pragma unroll
+            for (int j = 0; j < D / 8; ++j)
+                sts_u32(o_tile + (j / 8) * Q_SLAB + lr * 128 + (((j % 8) ^ (lr % 8)) * 16) + 4 * t4,
+                        pack2<OutT>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv));
+        }
+        if (row >= p.seq_q) continue;
+        if (!STAGE_O) {
+            OutT* orow = reinterpret_cast<OutT*>(p.o) + w.b * p.o_stride_b + row * p.o_stride_s + w.hq * p.o_stride_h;
+#pragma unroll
+            for (int j = 0; j < D / 8; ++j)
+                stg_u32(orow + 8 * j + 2 * t4, pack2<OutT>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv));
+        }
+        if (p.lse && t4 == 0)
+            p.lse[(i64(w.b) * p.heads_q + w.hq) * p.seq_q + row] =
+                l > 0.f ? (rs.m[r] * p.scale_log2 + __log2f(l)) * 0.69314718055994531f : -SDPA_INF;
+    }
+    if (STAGE_O) {
+        fence_proxy_async_shared();
+        bar_sync(3 + cw, 128);
+        if (tid == 0) {
+#pragma unroll
+            for (int s = 0; s < SLABS; ++s)
+                tma_store_4d(&maps.o, o_tile + s * Q_SLAB, 64 * s, w.m_block * TILE_M + cw * 64, w.hq, w.b);
+            bulk_commit();
+        }
+    }
+}
+
+__device__ void consume(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw) {
     Scheduler sched(p);
     const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
     const float sl2 = p.scale_log2;
@@ -302,24 +362,9 @@ __device__ void consume(const SdpaParams& p, u32 smem, int cw) {
                 values(it);
             }
         }
-        // Epilogue: O / l and the log-sum-exp, straight from registers.
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float l = rs.l[r];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const int row = q0 + 8 * r;
-            if (row >= p.seq_q) continue;
-            const float inv = l > 0.f ? 1.f / l : 0.f;
-            OutT* orow = reinterpret_cast<OutT*>(p.o) + w.b * p.o_stride_b + row * p.o_stride_s + w.hq * p.o_stride_h;
-#pragma unroll
-            for (int j = 0; j < D / 8; ++j)
-                stg_u32(orow + 8 * j + 2 * t4, pack2<OutT>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv));
-            if (p.lse && t4 == 0)
-                p.lse[(i64(w.b) * p.heads_q + w.hq) * p.seq_q + row] =
-                    l > 0.f ? (rs.m[r] * sl2 + __log2f(l)) * 0.69314718055994531f : -SDPA_INF;
-        }
+        epilogue(p, maps, smem, cw, w, o, rs, q0);
     }
+    if (STAGE_O && tid == 0) bulk_wait_read<0>();  // the last store has read its source
     if (PINGPONG && cw == 0) bar_sync(1, 256);
 }
 
@@ -332,6 +377,7 @@ sdpa_hopper(const __grid_constant__ SdpaParams p, const __grid_constant__ Hopper
         tma_prefetch(&maps.q);
         tma_prefetch(&maps.k);
         tma_prefetch(&maps.v);
+        if (STAGE_O) tma_prefetch(&maps.o);
         mbar_init(smem + OFF_BAR + 8 * Q_FULL, 1);
         mbar_init(smem + OFF_BAR + 8 * Q_EMPTY, 4 * CONSUMERS);
         for (int s = 0; s < STAGES; ++s) {
@@ -347,6 +393,6 @@ sdpa_hopper(const __grid_constant__ SdpaParams p, const __grid_constant__ Hopper
         if (threadIdx.x == 0) produce(p, maps, smem);
     } else {
         setmaxnreg_inc<CONSUMER_REGS>();
-        consume(p, smem, wg - 1);
+        consume(p, maps, smem, wg - 1);
     }
 }

@@ -25,3 +25,27 @@ __device__ __forceinline__ void tma_load_4d(u32 dst, const TmaMap* map, u32 bar,
         " [%0], [%1, {%3, %4, %5, %6}], [%2];"
         :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
 }
+
+// cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [map, {c0..c3}], [src]: the
+// reverse copy, shared memory (laid out as a load of the same box would write it, swizzle
+// included) to the map's box at (c0..c3). Box elements outside the tensor are not written, so
+// ragged tails need no masking. The writes are made by the async proxy: the threads that
+// wrote `src` with ordinary stores must first execute fence_proxy_async_shared() and then
+// synchronize with the issuing thread. Completion is tracked per thread in bulk groups.
+__device__ __forceinline__ void tma_store_4d(const TmaMap* map, u32 src, int c0, int c1, int c2, int c3) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];"
+        :: "l"(map), "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
+// Closes this thread's bulk copies issued so far into one group.
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Waits until at most N of this thread's bulk groups still read their shared-memory source
+// (.read: the global writes may still be in flight; the source may be overwritten).
+template <int N> __device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
+}
+// Orders this thread's earlier generic-proxy shared-memory writes before later async-proxy
+// accesses (a TMA store's read of them) once a barrier hands them over.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}

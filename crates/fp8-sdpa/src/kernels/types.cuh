@@ -138,6 +138,9 @@ __device__ __forceinline__ float lds_f32(u32 addr) {
     asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
     return v;
 }
+__device__ __forceinline__ void sts_u32(u32 addr, u32 v) {
+    asm volatile("st.shared.u32 [%0], %1;" :: "r"(addr), "r"(v) : "memory");
+}
 __device__ __forceinline__ void sts_f32(u32 addr, float a) {
     asm volatile("st.shared.f32 [%0], %1;" :: "r"(addr), "f"(a) : "memory");
 }

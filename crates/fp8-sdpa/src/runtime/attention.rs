@@ -181,12 +181,13 @@ impl Device {
             block_dim: (spec.variant.threads(), 1, 1),
             shared_mem_bytes: spec.dynamic_smem_bytes(),
         };
-        // The hopper family also takes Q, K and V as TMA tensor maps (runtime/tma.rs).
+        // The hopper family also takes Q, K, V and O as TMA tensor maps (runtime/tma.rs).
         let maps = if spec.variant.family == Family::Hopper {
             Some(HopperMaps {
                 q: tma::encode("Q", &call.q, spec.variant.tile_m)?,
                 k: tma::encode("K", &call.k, spec.variant.tile_n)?,
                 v: tma::encode("V", &call.v, spec.variant.tile_n)?,
+                o: tma::encode("O", &call.o, 64)?,
             })
         } else {
             None

@@ -1,6 +1,6 @@
-//! Tensor maps for the Hopper family's TMA loads: each of Q, K and V as a 4-d tiled map over
-//! (dim, seq, head, batch), innermost first, read in boxes of 64 head-dim columns (128 bytes,
-//! the 128-byte swizzle's row) by `rows` sequence positions. Mirrors `hopper.cu`'s
+//! Tensor maps for the Hopper family's TMA copies: each of Q, K, V (loads) and O (stores) as a
+//! 4-d tiled map over (dim, seq, head, batch), innermost first, in boxes of 64 head-dim columns
+//! (128 bytes, the 128-byte swizzle's row) by `rows` sequence positions. Mirrors `hopper.cu`'s
 //! `HopperMaps`.
 
 use super::tensor::TensorDesc;
@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use cudarc::driver::sys;
 use cudarc::driver::DeviceRepr;
 
-/// Three encoded `CUtensorMap`s (128 opaque bytes each), passed by value as the kernel's
+/// Four encoded `CUtensorMap`s (128 opaque bytes each), passed by value as the kernel's
 /// second `__grid_constant__` parameter.
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
@@ -20,6 +20,8 @@ pub struct HopperMaps {
     pub k: [u64; 16],
     /// V's map, boxes of 64 x `tile_n`.
     pub v: [u64; 16],
+    /// O's map, boxes of 64 x 64 (one consumer warpgroup's rows), for the TMA-store epilogue.
+    pub o: [u64; 16],
 }
 
 // SAFETY: plain-old-data with C layout, mirrored by the CUDA struct; passed by value.
@@ -54,7 +56,7 @@ pub fn tma_unfit(name: &str, t: &TensorDesc) -> Option<String> {
 pub fn encode(name: &str, t: &TensorDesc, rows: u32) -> Result<[u64; 16]> {
     if let Some(why) = tma_unfit(name, t) {
         return Err(Error::InvalidInput(format!(
-            "{why}; the hopper family loads by TMA: use a tensor with 16-byte aligned rows, or \
+            "{why}; the hopper family reads and writes by TMA: use tensors with 16-byte aligned rows, or \
              the portable family (--variant)"
         )));
     }
@@ -129,7 +131,7 @@ mod tests {
 
     #[test]
     fn layout_matches_the_cuda_struct() {
-        assert_eq!(std::mem::size_of::<HopperMaps>(), 384);
+        assert_eq!(std::mem::size_of::<HopperMaps>(), 512);
         assert_eq!(std::mem::align_of::<HopperMaps>(), 64);
     }
 
