@@ -53,6 +53,41 @@ for n in NS:
     out += [line + " \\" for line in body[:-1]] + [body[-1]]
     out += [f"SDPA_WGMMA_{n}(half_t, \"f16\")",
             f"SDPA_WGMMA_{n}(bf16_t, \"bf16\")", ""]
+# 8-bit: k32 per instruction, both operands K-major (no transpose immediate for 8-bit types),
+# A in registers as four b32 of four codes each: a0 = A[16w + g][4t .. 4t + 3], a1 = the same
+# columns of row 16w + g + 8, a2 and a3 = columns 16 + 4t .. 16 + 4t + 3 of those rows.
+out += [
+    "// 8-bit E4M3 (wgmma ... m64nNk32.f32.e4m3.e4m3): k32 per instruction and both operands",
+    "// K-major (PTX has no transpose for 8-bit types), so TB must be 0. rs's A registers: a[0] =",
+    "// codes of A[16w + g][4t .. 4t + 3] (lowest byte first), a[1] = the same columns of row",
+    "// 16w + g + 8, a[2] and a[3] = columns 16 + 4t .. 16 + 4t + 3 of those two rows.",
+]
+for n in NS:
+    c = n // 2
+    shape = f'"wgmma.mma_async.sync.aligned.m64n{n}k32.f32." PT "." PT " "'
+    body = [
+        f"#define SDPA_WGMMA8_{n}(CT, PT)",
+        f"template <> struct Wgmma<CT, {n}> {{",
+        "    template <int TB>",
+        f"    __device__ __forceinline__ static void ss(float (&d)[{c}], u64 da, u64 db, int scale_d) {{",
+        '        static_assert(TB == 0, "8-bit wgmma operands are K-major");',
+        f'        asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{c + 2}, 0;\\n" {shape}',
+        f'                     "{{{regs(0, c)}}}, %{c}, %{c + 1}, p, 1, 1; }}"',
+        f"                     : {acc_operands(c)}",
+        '                     : "l"(da), "l"(db), "r"(scale_d));',
+        "    }",
+        "    template <int TB>",
+        f"    __device__ __forceinline__ static void rs(float (&d)[{c}], const u32 (&a)[4], u64 db, int scale_d) {{",
+        '        static_assert(TB == 0, "8-bit wgmma operands are K-major");',
+        f'        asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{c + 5}, 0;\\n" {shape}',
+        f'                     "{{{regs(0, c)}}}, {{%{c}, %{c + 1}, %{c + 2}, %{c + 3}}}, %{c + 4}, p, 1, 1; }}"',
+        f"                     : {acc_operands(c)}",
+        '                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));',
+        "    }",
+        "};",
+    ]
+    out += [line + " \\" for line in body[:-1]] + [body[-1]]
+    out += [f"SDPA_WGMMA8_{n}(e4m3_t, \"e4m3\")", ""]
 root = pathlib.Path(__file__).resolve().parent.parent
 path = root / "crates/fp8-sdpa/src/kernels/wgmma_ops.cuh"
 path.write_text("\n".join(out) + "\n")

@@ -193,6 +193,21 @@ pub const LSE_ATOL: f64 = 2e-3;
 /// See [`LSE_ATOL`].
 pub const LSE_RTOL: f64 = 2e-4;
 
+/// LSE tolerances for what a kernel computes: [`LSE_ATOL`] and [`LSE_RTOL`], except for the
+/// Hopper family's full FP8 kernel, whose scores come from the 8-bit wgmma. Its additions
+/// keep about 14 significant bits (2^-13 ≈ 1.2e-4 relative to the partial sums, which exceed
+/// |S| by up to √D when the products' signs are random): rtol 2e-3. Measured in round 25:
+/// 0.8 absolute on LSEs near 900 (one query row and one key row in eight scaled by 30).
+pub fn lse_tolerances(spec: &crate::variant::KernelSpec) -> (f64, f64) {
+    if spec.precision == crate::dtype::Precision::Fp8
+        && spec.variant.family == crate::variant::Family::Hopper
+    {
+        (LSE_ATOL, 2e-3)
+    } else {
+        (LSE_ATOL, LSE_RTOL)
+    }
+}
+
 /// Whether the seeds' gate (against the unquantized inputs) applies to a case: the seeds'
 /// own regime, unit-variance data with every row attending to many keys (non-causal, at
 /// least 128 keys). Where a row sees only a few keys its output is a few quantized values of
@@ -213,7 +228,7 @@ pub fn judge(
 ) -> Result<Verdict> {
     use crate::metrics::{compare, Thresholds};
     let mut failures = Vec::new();
-    let t = Thresholds::for_precision(precision);
+    let t = Thresholds::for_kernel(&out.launched.spec);
     let vs_dequantized = t.compare(&out.o, &ref_deq.o)?;
     if let Err(e) = t.check(&vs_dequantized) {
         failures.push(format!("vs dequantized reference: {e}"));
@@ -231,7 +246,8 @@ pub fn judge(
         }
         None => None,
     };
-    let lse = compare(&out.lse, &ref_deq.lse, LSE_ATOL, LSE_RTOL)?;
+    let (lse_atol, lse_rtol) = lse_tolerances(&out.launched.spec);
+    let lse = compare(&out.lse, &ref_deq.lse, lse_atol, lse_rtol)?;
     if lse.bad > 0 {
         failures.push(format!(
             "LSE: {} bad of {} (max abs {:.3e}, {} non-finite mismatches)",

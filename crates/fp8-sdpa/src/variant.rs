@@ -608,11 +608,25 @@ impl KernelSpec {
             Family::Hopper if arch != Arch::Sm90a => {
                 fail(format!("the hopper family needs sm_90a, not {arch}"))
             }
-            Family::Hopper if !matches!(self.precision, Precision::F16 | Precision::Bf16) => {
+            Family::Hopper
+                if !matches!(
+                    self.precision,
+                    Precision::F16 | Precision::Bf16 | Precision::Fp8
+                ) =>
+            {
                 fail(format!(
-                    "the hopper family runs fp16 and bf16 so far, not {}; the portable family \
-                 serves 8-bit K/V",
+                    "the hopper family runs fp16, bf16 and full FP8 so far, not {}; the portable \
+                     family serves FP8-KV and simulated FP8",
                     self.precision.name()
+                ))
+            }
+            Family::Hopper
+                if self.precision == Precision::Fp8 && !self.variant.tile_n.is_multiple_of(128) =>
+            {
+                fail(format!(
+                    "the hopper family's FP8 kernel transposes V in slabs of 128 keys: tile_n must \
+                     be 128 or 256, got {}",
+                    self.variant.tile_n
                 ))
             }
             Family::Hopper => self.check_smem(arch),
@@ -722,10 +736,24 @@ impl KernelSpec {
     /// `STAGE_O`): where an O tile of `tile_m` rows fits beside the ring in the 227 KB
     /// (232448 bytes) a block may have.
     pub fn hopper_stages_o(&self) -> bool {
+        self.variant.family == Family::Hopper
+            && self.hopper_ring_bytes() + self.variant.tile_m * 2 * self.head_dim <= 232_448
+    }
+
+    /// Hopper family: shared memory without the O tile. hopper.cu (16-bit): Q (tile_m rows)
+    /// and `stages` K and V tiles of tile_n rows, 16-bit; two mbarriers for Q and four per
+    /// stage. hopper_fp8.cu: 8-bit Q, and per stage K, raw V and transposed V tiles; two
+    /// mbarriers for Q and six per stage. Both: 1024 bytes to round the base up to the
+    /// 128-byte swizzle's 1024-byte period.
+    fn hopper_ring_bytes(&self) -> u32 {
         let v = &self.variant;
-        let row = 2 * self.head_dim;
-        let base = v.tile_m * row + 2 * v.stages * v.tile_n * row + 8 * (2 + 4 * v.stages) + 1024;
-        v.family == Family::Hopper && base + v.tile_m * row <= 232_448
+        let d = self.head_dim;
+        if self.precision == Precision::Fp8 {
+            v.tile_m * d + 3 * v.stages * v.tile_n * d + 8 * (2 + 6 * v.stages) + 1024
+        } else {
+            let row = 2 * d;
+            v.tile_m * row + 2 * v.stages * v.tile_n * row + 8 * (2 + 4 * v.stages) + 1024
+        }
     }
 
     /// Dynamic shared memory the kernel asks for at launch, in bytes. The kernel derives its
@@ -746,15 +774,11 @@ impl KernelSpec {
                 warp.max(merge) * v.warps
             }
             Family::Hopper => {
-                // hopper.cu's layout: Q (tile_m rows) and `stages` K and V tiles of tile_n
-                // rows, 16-bit; an O tile like Q's where it fits in the 227 KB a block may
-                // have (the TMA-store epilogue); mbarriers, two for Q and four per stage; 1024
-                // bytes to round the base up to the 128-byte swizzle's 1024-byte period.
-                let row = 2 * d;
-                let base =
-                    v.tile_m * row + 2 * v.stages * v.tile_n * row + 8 * (2 + 4 * v.stages) + 1024;
+                // The ring (hopper_ring_bytes), then a 16-bit O tile of tile_m rows where it
+                // fits in the 227 KB a block may have (the TMA-store epilogue).
+                let base = self.hopper_ring_bytes();
                 if self.hopper_stages_o() {
-                    base + v.tile_m * row
+                    base + v.tile_m * 2 * d
                 } else {
                     base
                 }

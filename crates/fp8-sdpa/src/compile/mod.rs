@@ -226,7 +226,7 @@ impl Compiler {
     /// Validates and compiles `spec` for `arch`.
     pub fn compile(&self, spec: &KernelSpec, arch: Arch) -> Result<Compiled> {
         spec.validate(arch)?;
-        let src = kernels::source_or_err(spec.variant.family)?;
+        let src = kernels::source_or_err(spec.variant.family, spec.precision)?;
         let m = self.compile_source(&src, &spec.defines(), arch)?;
         // A missing report must not read as "zero registers, no spills": that would pass the gates.
         let resources = m

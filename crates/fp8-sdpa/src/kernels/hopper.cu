@@ -53,48 +53,14 @@ static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match
 
 // Registers: the producer keeps 24, the consumers share the rest (multiples of 8, at most 240).
 constexpr int PRODUCER_REGS = 24;
-constexpr int CONSUMER_REGS_RAW = (65536 / 128 - PRODUCER_REGS) / CONSUMERS / 8 * 8;
+// setmaxnreg moves registers within the block's launch allocation (65536 / THREADS per
+// thread, rounded down to 8, for each of its warpgroups): an inc past it waits forever.
+constexpr int POOL = 65536 / THREADS / 8 * 8 * (THREADS / 128);
+constexpr int CONSUMER_REGS_RAW = (POOL - PRODUCER_REGS) / CONSUMERS / 8 * 8;
 constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
+constexpr float P_SHIFT = 0.f;  // 16-bit P: exp2(s - m) in (0, 1]
 
-// 4-D maps over (dim, seq, head, batch), boxes of 64 columns x TILE_M (Q), TILE_N (K, V) or
-// 64 rows (O, one consumer warpgroup's rows).
-struct HopperMaps { TmaMap q, k, v, o; };
-
-// ---- scheduler ----------------------------------------------------------------------------
-struct Tile { int m_block, hq, b, n_blocks; };
-
-struct Scheduler {
-    int m_blocks, heads, tiles, section;
-    __device__ Scheduler(const SdpaParams& p)
-        : m_blocks((p.seq_q + TILE_M - 1) / TILE_M), heads(p.heads_q),
-          tiles(m_blocks * p.heads_q * p.batch),
-          // Causal sections: as many (batch, head) pairs as keep their K/V within ~16 MB of L2.
-          section(int(max(u64(1), (u64(16) << 20) / (u64(max(p.seq_kv, 1)) * D * 2 * sizeof(T))))) {}
-    // Causal: the (batch, head) pairs in sections; inside a section m-blocks vary slowest, last
-    // (heaviest) first, so the blocks running together are balanced and share a few heads' K/V
-    // in L2 (m-blocks slowest over all pairs read every head's K/V at once from DRAM). Else
-    // m-blocks fastest, so the blocks running together share one head's K/V.
-    __device__ Tile at(const SdpaParams& p, int t) const {
-        Tile w;
-        int pair;
-#if SDPA_CAUSAL
-        const int pairs = heads * p.batch, first = t / (section * m_blocks) * section;
-        const int in_section = min(section, pairs - first), r = t - first * m_blocks;
-        w.m_block = m_blocks - 1 - r / in_section;
-        pair = first + r % in_section;
-        // Bottom-right: row i sees keys j <= i + seq_kv - seq_q.
-        int end = min(p.seq_kv, (w.m_block + 1) * TILE_M + p.seq_kv - p.seq_q);
-#else
-        w.m_block = t % m_blocks;
-        pair = t / m_blocks;
-        int end = p.seq_kv;
-#endif
-        w.hq = pair % heads;
-        w.b = pair / heads;
-        w.n_blocks = end > 0 ? (end + TILE_N - 1) / TILE_N : 0;
-        return w;
-    }
-};
+#include "hopper_parts.cuh"
 
 // ---- producer: one thread issues every TMA copy -------------------------------------------
 __device__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
@@ -128,60 +94,6 @@ __device__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
     }
 }
 
-// ---- consumer: one warpgroup, 64 query rows -----------------------------------------------
-// Each thread owns rows r = 16 * warp + g and r + 8 of the warpgroup's 64, and in every
-// accumulator the columns 8j + 2t, 8j + 2t + 1 (wgmma_ops.cuh's layout).
-struct RowState { float m[2], l[2]; };
-
-// Masks the score tile of key block n0 for this thread's two rows (query rows q0, q0 + 8).
-__device__ __forceinline__ void mask_scores(float (&s)[TILE_N / 2], int n0, int q0, int t4, const SdpaParams& p) {
-#pragma unroll
-    for (int j = 0; j < TILE_N / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int col = n0 + 8 * j + 2 * t4 + (e & 1);
-            int limit = p.seq_kv;  // first invisible key
-#if SDPA_CAUSAL
-            limit = min(limit, q0 + (e >> 1) * 8 + p.seq_kv - p.seq_q + 1);
-#endif
-            if (col >= limit) s[4 * j + e] = -SDPA_INF;
-        }
-}
-
-// Online softmax over one score tile: updates the running max and sum, leaves
-// P = exp2(s * scale_log2 - m) in s and the factor O must be rescaled by in alpha.
-__device__ __forceinline__ void softmax_step(float (&s)[TILE_N / 2], RowState& rs, float (&alpha)[2], float sl2) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float mx = rs.m[r];
-#pragma unroll
-        for (int j = 0; j < TILE_N / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        // A row with no visible key so far keeps m = -inf; subtract 0 then, so exp2 gives 0.
-        const float ms = mx == -SDPA_INF ? 0.f : mx * sl2;
-        alpha[r] = exp2_fast(rs.m[r] * sl2 - ms);
-        rs.m[r] = mx;
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < TILE_N / 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                float& x = s[4 * j + 2 * r + e];
-                x = exp2_fast(fmaf(x, sl2, -ms));
-                sum += x;
-            }
-        rs.l[r] = rs.l[r] * alpha[r] + sum;
-    }
-}
-
-__device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&alpha)[2]) {
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e >> 1];
-}
-
 // ---- the two GEMMs, issued by the whole warpgroup ---------------------------------------
 // S = Q.K^T: D / 16 k-steps, four per 64-column slab (+32 bytes each inside the 128-byte row).
 __device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32 k_tile) {
@@ -209,65 +121,6 @@ __device__ __forceinline__ void to_p(const float (&s)[TILE_N / 2], u32 (&pa)[TIL
     for (int kk = 0; kk < TILE_N / 16; ++kk)
 #pragma unroll
         for (int i = 0; i < 4; ++i) pa[kk][i] = pack2<T>(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
-}
-
-// Ping-pong: the two consumer warpgroups take turns issuing their GEMMs (named barriers 1
-// and 2, 256 threads), so that one's softmax runs while the other's GEMMs hold the tensor
-// cores. Warpgroup 1 hands the first turn to warpgroup 0 at the start and warpgroup 0 takes
-// the last hand-over at the end, so every arrival is matched.
-__device__ __forceinline__ void turn_wait(int cw) { if (PINGPONG) bar_sync(1 + cw, 256); }
-__device__ __forceinline__ void turn_pass(int cw) { if (PINGPONG) bar_arrive(2 - cw, 256); }
-
-// ---- epilogue ----------------------------------------------------------------------------
-// O / l and the log-sum-exp of one warpgroup's 64 rows. With STAGE_O the rows go to shared
-// memory in the layout a SWIZZLE_128B load of the same box would write (16-byte chunk c of
-// row r at c ^ (r % 8): the eight rows of one store instruction hit eight different chunks,
-// so no bank conflicts), and one thread stores them by TMA, which clips rows past seq_q; the
-// warpgroup goes on to its next tile while the copy runs. Its buffer is reused one tile later,
-// after the issuing thread's wait on the previous store's reads.
-__device__ __forceinline__ void epilogue(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw, const Tile& w,
-                                         const float (&o)[D / 2], const RowState& rs, int q0) {
-    const int tid = threadIdx.x % 128, warp = tid / 32, g = (tid % 32) / 4, t4 = tid % 4;
-    const u32 o_tile = smem + OFF_O + cw * 64 * 128;
-    if (STAGE_O) {
-        if (tid == 0) bulk_wait_read<0>();
-        bar_sync(3 + cw, 128);
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float l = rs.l[r];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const int row = q0 + 8 * r;
-        const float inv = l > 0.f ? 1.f / l : 0.f;
-        if (STAGE_O) {
-            const int lr = 16 * warp + g + 8 * r;  // row within the warpgroup's 64
-#pragma unroll
-            for (int j = 0; j < D / 8; ++j)
-                sts_u32(o_tile + (j / 8) * Q_SLAB + lr * 128 + (((j % 8) ^ (lr % 8)) * 16) + 4 * t4,
-                        pack2<OutT>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv));
-        }
-        if (row >= p.seq_q) continue;
-        if (!STAGE_O) {
-            OutT* orow = reinterpret_cast<OutT*>(p.o) + w.b * p.o_stride_b + row * p.o_stride_s + w.hq * p.o_stride_h;
-#pragma unroll
-            for (int j = 0; j < D / 8; ++j)
-                stg_u32(orow + 8 * j + 2 * t4, pack2<OutT>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv));
-        }
-        if (p.lse && t4 == 0)
-            p.lse[(i64(w.b) * p.heads_q + w.hq) * p.seq_q + row] =
-                l > 0.f ? (rs.m[r] * p.scale_log2 + __log2f(l)) * 0.69314718055994531f : -SDPA_INF;
-    }
-    if (STAGE_O) {
-        fence_proxy_async_shared();
-        bar_sync(3 + cw, 128);
-        if (tid == 0) {
-#pragma unroll
-            for (int s = 0; s < SLABS; ++s)
-                tma_store_4d(&maps.o, o_tile + s * Q_SLAB, 64 * s, w.m_block * TILE_M + cw * 64, w.hq, w.b);
-            bulk_commit();
-        }
-    }
 }
 
 __device__ void consume(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw) {
@@ -362,7 +215,7 @@ __device__ void consume(const SdpaParams& p, const HopperMaps& maps, u32 smem, i
                 values(it);
             }
         }
-        epilogue(p, maps, smem, cw, w, o, rs, q0);
+        epilogue(p, maps, smem, cw, w, o, rs, q0, sl2, 1.f);
     }
     if (STAGE_O && tid == 0) bulk_wait_read<0>();  // the last store has read its source
     if (PINGPONG && cw == 0) bar_sync(1, 256);

@@ -2,6 +2,7 @@
 //! by every kernel, and one source per family. Sources include no CUDA toolkit header, so
 //! NVRTC alone compiles them.
 
+use crate::dtype::Precision;
 use crate::variant::Family;
 
 /// One kernel source file.
@@ -17,9 +18,9 @@ pub struct KernelSource {
 
 /// Headers every source may include, as (include name, text): element types and conversions,
 /// softmax pieces, the `mma.sync` family's primitives, barriers, TMA, `wgmma` (with its
-/// generated per-N wrappers), `prims.cuh` (all of them, for the portable family) and the
+/// generated per-N wrappers), the Hopper kernels' shared parts, `prims.cuh` (all of them, for the portable family) and the
 /// parameter block.
-pub const HEADERS: [(&str, &str); 9] = [
+pub const HEADERS: [(&str, &str); 10] = [
     ("types.cuh", include_str!("types.cuh")),
     ("softmax.cuh", include_str!("softmax.cuh")),
     ("mma_sm80.cuh", include_str!("mma_sm80.cuh")),
@@ -27,6 +28,7 @@ pub const HEADERS: [(&str, &str); 9] = [
     ("tma.cuh", include_str!("tma.cuh")),
     ("wgmma.cuh", include_str!("wgmma.cuh")),
     ("wgmma_ops.cuh", include_str!("wgmma_ops.cuh")),
+    ("hopper_parts.cuh", include_str!("hopper_parts.cuh")),
     ("prims.cuh", include_str!("prims.cuh")),
     ("abi.cuh", include_str!("abi.cuh")),
 ];
@@ -64,6 +66,13 @@ const HOPPER: KernelSource = KernelSource {
     entry: "sdpa_hopper",
 };
 
+/// The Hopper family for E4M3 Q, K and V (8-bit wgmma, V transposed by the producer).
+const HOPPER_FP8: KernelSource = KernelSource {
+    name: "hopper_fp8.cu",
+    text: include_str!("hopper_fp8.cu"),
+    entry: "sdpa_hopper",
+};
+
 const DECODE: KernelSource = KernelSource {
     name: "decode.cu",
     text: include_str!("decode.cu"),
@@ -74,19 +83,21 @@ const DECODE: KernelSource = KernelSource {
 /// splits' partial outputs.
 pub const DECODE_MERGE_ENTRY: &str = "sdpa_decode_merge";
 
-/// The source for a family, or `None` while that family has no kernel yet.
-pub fn source(family: Family) -> Option<KernelSource> {
+/// The source for a family and precision path (the Hopper family has one file per operand
+/// width), or `None` while that family has no kernel yet.
+pub fn source(family: Family, precision: Precision) -> Option<KernelSource> {
     match family {
         Family::Reference => Some(REFERENCE),
         Family::Portable => Some(PORTABLE),
+        Family::Hopper if precision == Precision::Fp8 => Some(HOPPER_FP8),
         Family::Hopper => Some(HOPPER),
         Family::Decode => Some(DECODE),
     }
 }
 
-/// The source for a family, or a typed error naming the missing family.
-pub fn source_or_err(family: Family) -> crate::Result<KernelSource> {
-    source(family).ok_or_else(|| {
+/// The source for a family and precision path, or a typed error naming the missing family.
+pub fn source_or_err(family: Family, precision: Precision) -> crate::Result<KernelSource> {
+    source(family, precision).ok_or_else(|| {
         crate::Error::Unsupported(format!(
             "the {} family has no kernel source yet",
             family.name()

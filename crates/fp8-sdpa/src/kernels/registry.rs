@@ -138,6 +138,11 @@ fn d128_16bit(p: Precision, d: u32) -> bool {
 fn sixteen_bit(p: Precision, _: u32) -> bool {
     matches!(p, Precision::F16 | Precision::Bf16)
 }
+/// Full FP8 on the Hopper family: D64 and D128. At D256 the consumers need 240 registers (O
+/// alone is 128) and the transposing producer spills at the 24 that leaves it (issue 28).
+fn full_fp8(p: Precision, d: u32) -> bool {
+    p == Precision::Fp8 && d <= 128
+}
 fn sixteen_bit_d64_128(p: Precision, d: u32) -> bool {
     sixteen_bit(p, d) && d <= 128
 }
@@ -215,7 +220,8 @@ fn arch_class(arch: Arch) -> ArchClass {
 }
 
 /// The shipped variant for a problem class: the Hopper family for fp16/bf16 on sm_90a
-/// ([`hopper_default`]), else the portable family. Portable defaults use cp.async, a swizzled
+/// ([`hopper_default`]) and for full FP8 at D64/D128 ([`hopper_fp8_default`]), else the
+/// portable family. Portable defaults use cp.async, a swizzled
 /// ring, tensor-core P·V and `ex2.approx`; they differ in tile and warp shape by head dim, by
 /// the arch's shared memory and, on Hopper at D64 and D128, by whether K/V are 8-bit. Most
 /// use a 2-stage ring with light barriers; Hopper's 8-bit D64/D128 tiles use 3-4 stages with
@@ -224,6 +230,9 @@ fn arch_class(arch: Arch) -> ArchClass {
 pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: bool) -> Variant {
     if arch_class(arch) == ArchClass::Hopper && sixteen_bit(precision, head_dim) {
         return hopper_default(head_dim, causal);
+    }
+    if arch_class(arch) == ArchClass::Hopper && full_fp8(precision, head_dim) {
+        return hopper_fp8_default(head_dim, causal);
     }
     portable_default(arch, precision, head_dim, causal)
 }
@@ -248,6 +257,19 @@ fn hopper_default(head_dim: u32, causal: bool) -> Variant {
         (128, true) => HOPPER_N128_O,
         (128, false) => HOPPER_N128_PERSISTENT,
         _ => HOPPER_M192_D64,
+    })
+}
+
+/// The Hopper family's default for full FP8 (D64, D128) on sm_90a, measured in round 25 (run
+/// 132, H200, fp8 grid, TFLOPS, against the portable FP8 defaults' 253-384): persistent
+/// ping-pong, D128 S 1k / 4k 649 / 760 (overlap alone 601 / 734), D64 404 / 452, D64 causal
+/// S 1k / 4k 300 / 415; D128 causal takes overlap alone, S 1k / 4k / 16k 430 / 664 / 744
+/// against 453 / 606 / 660 persistent.
+fn hopper_fp8_default(head_dim: u32, causal: bool) -> Variant {
+    v(if causal && head_dim == 128 {
+        HOPPER_N128_O
+    } else {
+        HOPPER_N128_PERSISTENT
     })
 }
 
@@ -367,7 +389,12 @@ pub fn default_variant_for_shape(
     let mut base = default_variant(arch, precision, head_dim, causal);
     // D128 causal up to S 1k: the portable tile leads the Hopper family's (run 112-113: 287 /
     // 288 TFLOPS at S 1k against 265-269; its 128-row blocks waste more of the diagonal).
-    if base.family == Family::Hopper && causal && head_dim == 128 && shape.seq_q <= 1024 {
+    if base.family == Family::Hopper
+        && sixteen_bit(precision, head_dim)
+        && causal
+        && head_dim == 128
+        && shape.seq_q <= 1024
+    {
         base = portable_default(arch, precision, head_dim, causal);
     }
     // D64 below S 2k: the 128-row persistent ping-pong tile leads the 192-row one (round 22,
@@ -400,8 +427,12 @@ pub fn default_variant_for_shape(
     //   tile 1-3 % behind from S 4k (run 40, before the sections; unpaired against
     //   paired, fp8kv_f16 / fp8kv_bf16: S 4k 319 / 312 against 317 / 303, S 16k 360 / 350
     //   against 353 / 342).
-    let hopper_kv8 =
-        arch_class(arch) == ArchClass::Hopper && precision.kv_is_8bit() && head_dim <= 128;
+    // (Rules for the portable family's 8-bit tiles: not where full FP8 runs on the Hopper
+    // family.)
+    let hopper_kv8 = arch_class(arch) == ArchClass::Hopper
+        && precision.kv_is_8bit()
+        && head_dim <= 128
+        && base.family == Family::Portable;
     let from = match head_dim {
         128 => 8192,
         _ if precision.is_fp8_kv() => 2048,
@@ -558,6 +589,11 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // Round 22, step (e): per-head-dim tiles.
     out.push((v(HOPPER_N80), sixteen_bit));
     out.push((v(HOPPER_M192_D64), |p, d| sixteen_bit(p, d) && d == 64));
+    // Hopper family, full FP8 (issue 28): the 128-key tile (Vt in one 128-key slab per stage)
+    // with overlap alone, with ping-pong, and persistent with ping-pong, at D64 and D128.
+    out.push((v(HOPPER_N128_O), full_fp8));
+    out.push((v(HOPPER_N128), full_fp8));
+    out.push((v(HOPPER_N128_PERSISTENT), full_fp8));
     // Decode family (issue 27): dispatched for decode-shaped calls (see
     // default_variant_for_shape).
     out.push((v(DECODE_N64), decode_precisions));
@@ -850,13 +886,13 @@ mod tests {
                 let got = default_variant_for_shape(Arch::Sm90a, fp8kv, &short, false, 132);
                 assert!(!got.fragment_decode);
             }
-            // 8-bit Q: fp8 takes it too (run 95; at D64 S 512 the four-block tile, run 107);
-            // the seeds' u8 code up to S 2k at D64 and at S 512 at D128 (run 99).
-            let got = default_variant_for_shape(Arch::Sm90a, Precision::Fp8, &short, true, 132);
-            assert_eq!(got.key(), frag);
-            let got =
-                default_variant_for_shape(Arch::Sm90a, Precision::Fp8, &s512_of(&short), true, 132);
-            assert_eq!(got.key(), if d == 64 { KV8_FRAG_D64_SHORT } else { frag });
+            // 8-bit Q (full FP8): the Hopper family's FP8 kernel at every length (round 25);
+            // the seeds' u8 code takes fragment decode up to S 2k at D64 and at S 512 at D128
+            // (run 99).
+            for s in [short, s512_of(&short), long] {
+                let got = default_variant_for_shape(Arch::Sm90a, Precision::Fp8, &s, true, 132);
+                assert_eq!(got.family, Family::Hopper, "fp8 d{d} s{}", s.seq_q);
+            }
             let sim = |s: &AttnShape| {
                 default_variant_for_shape(Arch::Sm90a, Precision::SimFp8, s, true, 132)
             };
@@ -923,9 +959,9 @@ mod tests {
                 assert_eq!(at(&longer).key(), KV8_D64);
             }
         }
-        // Full FP8 (8-bit Q) keeps the round-7 tiles.
+        // Full FP8 (8-bit Q) at D64 and D128: the Hopper family's FP8 kernel (round 25).
         let full = default_variant_for_shape(Arch::Sm90a, Precision::Fp8, &big, false, 132);
-        assert!(!full.persistent);
+        assert_eq!(full.family, Family::Hopper);
     }
 
     #[test]

@@ -61,9 +61,15 @@ template <int R> __device__ __forceinline__ void wgmma_hold(float (&d)[R]) {
 //  - MN-major operand (V for P.V: N = head dim contiguous, K = keys as rows): LBO = the byte
 //    distance between 64-column slabs along N, SBO = 1024 (8 key rows); a k16 step is +16 rows
 //    = +2048 bytes.
-__device__ __forceinline__ u64 wgmma_desc_sw128(u32 smem_addr, u32 lbo_bytes, u32 sbo_bytes) {
+// 8-bit operands are K-major only; a 128-byte row holds 128 codes (a k32 step is +32 bytes).
+// With 64-byte rows (8-bit D64) the 64-byte swizzle (layout 2): 512-byte atoms of 8 rows,
+// chunk c of row r at c ^ ((r / 2) % 4), as TMA's SWIZZLE_64B writes them; SBO = 512.
+__device__ __forceinline__ u64 wgmma_desc(u32 smem_addr, u32 lbo_bytes, u32 sbo_bytes, u32 layout) {
     return u64((smem_addr & 0x3FFFF) >> 4) | (u64(lbo_bytes >> 4) << 16) |
-           (u64(sbo_bytes >> 4) << 32) | (u64(1) << 62);
+           (u64(sbo_bytes >> 4) << 32) | (u64(layout) << 62);
+}
+__device__ __forceinline__ u64 wgmma_desc_sw128(u32 smem_addr, u32 lbo_bytes, u32 sbo_bytes) {
+    return wgmma_desc(smem_addr, lbo_bytes, sbo_bytes, 1);
 }
 
 #include "wgmma_ops.cuh"

@@ -1,7 +1,7 @@
 //! Tensor maps for the Hopper family's TMA copies: each of Q, K, V (loads) and O (stores) as a
-//! 4-d tiled map over (dim, seq, head, batch), innermost first, in boxes of 64 head-dim columns
-//! (128 bytes, the 128-byte swizzle's row) by `rows` sequence positions. Mirrors `hopper.cu`'s
-//! `HopperMaps`.
+//! 4-d tiled map over (dim, seq, head, batch), innermost first, in boxes of 128 bytes of the
+//! head dim (the 128-byte swizzle's row; 64 bytes for 8-bit D64) by `rows` sequence positions.
+//! Mirrors `hopper_parts.cuh`'s `HopperMaps`.
 
 use super::tensor::TensorDesc;
 use crate::dtype::DType;
@@ -51,8 +51,9 @@ pub fn tma_unfit(name: &str, t: &TensorDesc) -> Option<String> {
     None
 }
 
-/// Encodes one tensor's map: boxes of 64 columns x `rows` positions, 128-byte swizzle,
-/// out-of-bounds elements read as zeros.
+/// Encodes one tensor's map: boxes of 128 bytes of the head dim (64 16-bit or 128 8-bit
+/// columns; the whole 64-byte row of an 8-bit D64 tensor) x `rows` positions, swizzled to
+/// match (128-byte, or 64-byte for 64-byte rows), out-of-bounds elements read as zeros.
 pub fn encode(name: &str, t: &TensorDesc, rows: u32) -> Result<[u64; 16]> {
     if let Some(why) = tma_unfit(name, t) {
         return Err(Error::InvalidInput(format!(
@@ -63,14 +64,21 @@ pub fn encode(name: &str, t: &TensorDesc, rows: u32) -> Result<[u64; 16]> {
     let data_type = match t.dtype {
         DType::F16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
         DType::Bf16 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        DType::E4m3 => sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
         other => {
             return Err(Error::Unsupported(format!(
-                "the hopper family's tensor maps take fp16 or bf16, not {}",
+                "the hopper family's tensor maps take fp16, bf16 or E4M3, not {}",
                 other.name()
             )))
         }
     };
     let es = t.dtype.size() as u64;
+    let inner = (128 / es).min(t.shape[3] as u64) as u32;
+    let swizzle = if inner as u64 * es == 128 {
+        sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B
+    } else {
+        sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B
+    };
     let [b, s, h, d] = t.shape.map(|x| x as u64);
     let dims = [d, s, h, b];
     // A dim of extent 1 may have any stride; TMA still wants a multiple of 16 bytes.
@@ -83,7 +91,7 @@ pub fn encode(name: &str, t: &TensorDesc, rows: u32) -> Result<[u64; 16]> {
         }
     };
     let strides = [stride(1), stride(2), stride(0)];
-    let boxes = [64u32, rows, 1, 1];
+    let boxes = [inner, rows, 1, 1];
     let elem_strides = [1u32; 4];
     let mut map = sys::CUtensorMap { opaque: [0; 16] };
     // SAFETY: every pointer refers to a live local array of the length the call reads (rank 4:
@@ -100,15 +108,15 @@ pub fn encode(name: &str, t: &TensorDesc, rows: u32) -> Result<[u64; 16]> {
             boxes.as_ptr(),
             elem_strides.as_ptr(),
             sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            swizzle,
             sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
     };
     if rc != sys::CUresult::CUDA_SUCCESS {
         return Err(Error::Unsupported(format!(
-            "cuTensorMapEncodeTiled refused {name} (shape {:?}, strides {:?} elements, box 64 x \
-             {rows}): {rc:?}",
+            "cuTensorMapEncodeTiled refused {name} (shape {:?}, strides {:?} elements, box {inner} \
+             x {rows}): {rc:?}",
             t.shape, t.strides
         )));
     }

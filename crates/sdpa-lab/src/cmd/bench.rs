@@ -13,7 +13,7 @@ use fp8_sdpa::runtime::{
     Attention, CallOptions, Descale, Device, IdxRef, KernelChoice, PagedAttention, PagedKv,
     TensorMut, TensorRef, VecRef,
 };
-use fp8_sdpa::{dispatch, AttnParams, DType, Error, Layout, Result, Variant};
+use fp8_sdpa::{dispatch, AttnParams, DType, Error, KernelSpec, Layout, Result, Variant};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -380,7 +380,12 @@ pub(crate) fn bench_one(
         let kernel = KernelChoice::Variant(variant);
         launch(dev, stream, case, &mut inp, 0, kernel, true)?;
         let got = read_out(stream, case, &inp)?;
-        let t = Thresholds::for_precision(case.precision);
+        let t = Thresholds::for_kernel(&KernelSpec {
+            variant,
+            precision: case.precision,
+            head_dim: case.shape.head_dim as u32,
+            causal: case.causal,
+        });
         let e = t.compare(
             &got,
             &reference.iter().map(|&x| x as f64).collect::<Vec<_>>(),

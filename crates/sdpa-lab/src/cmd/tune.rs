@@ -253,7 +253,7 @@ impl Gpu<'_> {
             device: self.machine.0.clone(),
             driver: self.machine.1,
             nvrtc: self.machine.2.clone(),
-            kernel: fp8_sdpa::kernels::source_or_err(space.family)
+            kernel: fp8_sdpa::kernels::source_or_err(space.family, space.precision)
                 .and_then(|src| Compiler::cache_key(&src, &space.spec(g).defines(), space.arch))
                 .unwrap_or_default(),
             settings: format!("prune {} runs 100/500", self.prune),

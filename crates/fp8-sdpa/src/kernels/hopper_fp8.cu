@@ -1,0 +1,326 @@
+// Hopper family, full FP8 (sm_90a): Q, K, V in E4M3 with fp32 descales, O in 16 bits. Both
+// GEMMs run as 8-bit wgmma (k32, twice the 16-bit rate). 8-bit wgmma reads both operands
+// K-major, so P.V needs V transposed (keys contiguous): the producer warpgroup does it in
+// shared memory while the consumers compute. One producer thread issues the TMA copies (Q per
+// tile; K and V as loaded, "raw", per key block); then the four producer warps transpose the
+// raw V of the previous block into Vt, overlapped with the copies in flight and the consumers'
+// GEMMs. The consumers are hopper.cu's (S = Q.K^T, online softmax, P.V with P from
+// registers), with P packed to E4M3 (scaled up by 2^8, hopper_parts.cuh's P_SHIFT), each key
+// block's P.V added to O in fp32, and the descales folded into the softmax scale (Q, K) and
+// the epilogue (V).
+//
+// P's register order: the S accumulator gives lane (g, t) the keys 8j + 2t, 8j + 2t + 1, while
+// an 8-bit A fragment wants 4t .. 4t + 3 in one register. Rather than shuffle P, each register
+// takes the lane's own keys {2t, 2t + 1, 2t + 8, 2t + 9} of a 16-key group, and Vt stores the
+// keys in that order: Vt column 16h + 4t + b holds key 16h + 2t + (b & 1) + 8 (b >> 1). Any
+// consistent order of the summed index gives the same P.V.
+//
+// Shared memory (1024-byte aligned tiles): Q [SLABS][TILE_M][ROW], then per stage K and raw V
+// [SLABS][TILE_N][ROW] (ROW = 128 bytes, or 64 at D64, TMA-swizzled), Vt [TILE_N / 128][D][128]
+// (128-byte swizzle), O (16-bit, hopper_parts.cuh) where it fits, the mbarriers.
+#include "types.cuh"
+#include "softmax.cuh"
+#include "sync.cuh"
+#include "tma.cuh"
+#include "wgmma.cuh"
+#include "mma_sm80.cuh"
+#include "abi.cuh"
+
+typedef SDPA_Q_T T;  // e4m3_t
+typedef SDPA_O_T OutT;
+
+constexpr int D = SDPA_HEAD_DIM;
+constexpr int TILE_N = SDPA_TILE_N;
+constexpr int STAGES = SDPA_STAGES;
+constexpr int CONSUMERS = SDPA_WARPS / 4 - 1;
+constexpr int TILE_M = SDPA_TILE_M;
+constexpr int THREADS = SDPA_WARPS * 32;
+constexpr bool OVERLAP = SDPA_OVERLAP;
+constexpr bool PINGPONG = SDPA_PINGPONG && CONSUMERS == 2;
+static_assert(Same<T, e4m3_t>::value && Same<SDPA_KV_T, e4m3_t>::value, "E4M3 Q, K and V");
+static_assert(TILE_M == 64 * CONSUMERS && TILE_N % 128 == 0 && TILE_N <= 256, "tile shape");
+
+constexpr int ROW = D < 128 ? D : 128;  // bytes per swizzled row of Q, K, raw V
+constexpr int SLABS = D / ROW;
+constexpr u32 LAYOUT = ROW == 128 ? 1 : 2, ATOM = 8 * ROW;  // wgmma swizzle code, SBO
+typedef Tile8<ROW> Raw;                                       // TMA's swizzle, as ldmatrix reads it
+constexpr u32 Q_SLAB = TILE_M * ROW, KV_SLAB = TILE_N * ROW, VT_SLAB = D * 128;
+constexpr u32 Q_BYTES = Q_SLAB * SLABS, KV_BYTES = KV_SLAB * SLABS;
+enum : u32 { Q_FULL = 0, Q_EMPTY = 1, K_FULL = 2, K_EMPTY = K_FULL + STAGES, R_FULL = K_EMPTY + STAGES,
+             R_EMPTY = R_FULL + STAGES, V_FULL = R_EMPTY + STAGES, V_EMPTY = V_FULL + STAGES,
+             N_BARS = V_EMPTY + STAGES };
+constexpr u32 OFF_K = Q_BYTES, OFF_R = OFF_K + STAGES * KV_BYTES, OFF_V = OFF_R + STAGES * KV_BYTES;
+constexpr u32 RING_END = OFF_V + STAGES * KV_BYTES, O_BYTES = TILE_M * D * 2;
+constexpr bool STAGE_O = RING_END + O_BYTES + 8 * N_BARS + 1024 <= 232448;
+constexpr u32 OFF_O = RING_END, OFF_BAR = RING_END + (STAGE_O ? O_BYTES : 0);
+static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
+
+// The producer warpgroup transposes, so it keeps 32 registers; two consumers still get 240.
+constexpr int PRODUCER_REGS = 32;
+// setmaxnreg moves registers within the block's launch allocation (65536 / THREADS per
+// thread, rounded down to 8, for each of its warpgroups): an inc past it waits forever.
+constexpr int POOL = 65536 / THREADS / 8 * 8 * (THREADS / 128);
+constexpr int CONSUMER_REGS_RAW = (POOL - PRODUCER_REGS) / CONSUMERS / 8 * 8;
+constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
+constexpr float P_SHIFT = 8.f;  // E4M3 P in (0, 256]
+
+#include "hopper_parts.cuh"
+
+__device__ __forceinline__ u32 bar_at(u32 smem, u32 id, u32 use) { return smem + OFF_BAR + 8 * (id + use % STAGES); }
+__device__ __forceinline__ u32 phase_of(u32 use) { return (use / STAGES) & 1; }
+
+// ---- producer: the V transpose ------------------------------------------------------------
+// Raw V (keys x D) of ring use `u` into Vt (D x keys, P's key order). Unit = 32 keys x 16
+// columns: one ldmatrix.x4 whose matrix i row r is key 32kb + 16 (r / 4) + 2 (r % 4) +
+// {0, 1, 8, 9}[i], so lane (g, t) receives, in register i, columns 16c + 4t .. + 3 of key
+// 32kb + 16 (g / 4) + 2 (g % 4) + {0, 1, 8, 9}[i]; a 4x4 byte transpose makes one word per
+// column with those four keys, which is Vt's column group 32kb + 16 (g / 4) + 4 (g % 4).
+__device__ __forceinline__ void transpose_v(u32 smem, u32 u) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    mbar_wait(bar_at(smem, R_FULL, u), phase_of(u));
+    mbar_wait(bar_at(smem, V_EMPTY, u), phase_of(u) ^ 1);
+    const u32 raw = smem + OFF_R + (u % STAGES) * KV_BYTES, vt = smem + OFF_V + (u % STAGES) * KV_BYTES;
+    const int key_l = 16 * ((lane % 8) / 4) + 2 * (lane % 4) + (lane / 8 & 1) + 8 * (lane / 16);
+    constexpr int CHUNKS = D / 16;
+#pragma unroll 1
+    for (int unit = warp; unit < TILE_N / 32 * CHUNKS; unit += 4) {
+        const int kb = unit / CHUNKS, c = unit % CHUNKS, key = 32 * kb + key_l;
+        u32 r[4];
+        ldmatrix_x4(r, raw + (c / (ROW / 16)) * KV_SLAB + Raw::off(key, c % (ROW / 16)));
+        const u32 lo01 = prmt(r[0], r[1], 0x5140), hi01 = prmt(r[0], r[1], 0x7362);
+        const u32 lo23 = prmt(r[2], r[3], 0x5140), hi23 = prmt(r[2], r[3], 0x7362);
+        const u32 w[4] = {prmt(lo01, lo23, 0x5410), prmt(lo01, lo23, 0x7632), prmt(hi01, hi23, 0x5410),
+                          prmt(hi01, hi23, 0x7632)};
+        const int slot = 32 * kb + 16 * (g / 4) + 4 * (g % 4);
+        const u32 dst = vt + (slot / 128) * VT_SLAB + 4 * (g % 4);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int d = 16 * c + 4 * t + e;
+            sts_u32(dst + d * 128 + ((((slot % 128) / 16) ^ (d & 7)) << 4), w[e]);
+        }
+    }
+    // Vt is read by wgmma (the async proxy): every writer fences its own stores and arrives.
+    fence_proxy_async_shared();
+    mbar_arrive(bar_at(smem, V_FULL, u));
+    // The raw tile's reads are done (their values are in the words stored above).
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar_at(smem, R_EMPTY, u));
+}
+
+// ---- producer: copies by one thread, the transpose of the block before by all four warps ----
+__device__ __forceinline__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
+    Scheduler sched(p);
+    const int group = p.heads_q / p.heads_kv;
+    const bool issuer = threadIdx.x == 0;
+    auto bar = [&](u32 id) { return smem + OFF_BAR + 8 * id; };
+    u32 it = 0, t_local = 0;
+    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x, ++t_local) {
+        Tile w = sched.at(p, t);
+        const int hkv = w.hq / group;
+        if (issuer) {
+            mbar_wait(bar(Q_EMPTY), (t_local & 1) ^ 1);
+            mbar_arrive_expect_tx(bar(Q_FULL), Q_BYTES);
+#pragma unroll
+            for (int s = 0; s < SLABS; ++s)
+                tma_load_4d(smem + s * Q_SLAB, &maps.q, bar(Q_FULL), ROW * s, w.m_block * TILE_M, w.hq, w.b);
+        }
+        for (int j = w.n_blocks - 1; j >= 0; --j, ++it) {
+            if (issuer) {
+                const u32 st = it % STAGES, ph = phase_of(it);
+                mbar_wait(bar(K_EMPTY + st), ph ^ 1);
+                mbar_arrive_expect_tx(bar(K_FULL + st), KV_BYTES);
+#pragma unroll
+                for (int s = 0; s < SLABS; ++s)
+                    tma_load_4d(smem + OFF_K + st * KV_BYTES + s * KV_SLAB, &maps.k, bar(K_FULL + st), ROW * s,
+                                j * TILE_N, hkv, w.b);
+                mbar_wait(bar(R_EMPTY + st), ph ^ 1);
+                mbar_arrive_expect_tx(bar(R_FULL + st), KV_BYTES);
+#pragma unroll
+                for (int s = 0; s < SLABS; ++s)
+                    tma_load_4d(smem + OFF_R + st * KV_BYTES + s * KV_SLAB, &maps.v, bar(R_FULL + st), ROW * s,
+                                j * TILE_N, hkv, w.b);
+            }
+            __syncwarp();
+            if (it > 0) transpose_v(smem, it - 1);
+        }
+    }
+    if (it > 0) transpose_v(smem, it - 1);
+}
+
+// ---- consumer: the two GEMMs and the E4M3 P --------------------------------------------------
+// S = Q.K^T: D / 32 k-steps of 32 bytes inside the swizzled rows, slab by slab.
+__device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32 k_tile) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 32; ++kk) {
+        const int slab = kk / (ROW / 32);
+        const u32 off = (kk % (ROW / 32)) * 32;
+        Wgmma<T, TILE_N>::template ss<0>(s, wgmma_desc(q_tile + slab * Q_SLAB + off, 16, ATOM, LAYOUT),
+                                         wgmma_desc(k_tile + slab * KV_SLAB + off, 16, ATOM, LAYOUT), kk > 0);
+    }
+    wgmma_commit();
+}
+// OB = P.V of one key block: Vt is K-major (keys contiguous), 128 keys per slab, a k32 step
+// +32 bytes. The block's product goes to its own accumulator, added to O in fp32 by the
+// threads (add_block): the 8-bit wgmma accumulates at reduced precision (its additions keep
+// about 14 significant bits, DeepSeek-V3's report), which over the hundreds of key blocks
+// of a long row drifts O by several % if O itself is the accumulator.
+__device__ __forceinline__ void issue_pv(float (&ob)[D / 2], const u32 (&pa)[TILE_N / 32][4], u32 vt) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < TILE_N / 32; ++kk)
+        Wgmma<T, D>::template rs<0>(ob, pa[kk], wgmma_desc(vt + (kk / 4) * VT_SLAB + (kk % 4) * 32, 16, 1024, 1),
+                                    kk > 0);
+    wgmma_commit();
+}
+// O = (O + OB) * alpha: the finished block joins O, then O moves to the newest block's max.
+__device__ __forceinline__ void add_block(float (&o)[D / 2], const float (&ob)[D / 2], const float (&alpha)[2]) {
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = (o[i] + ob[i]) * alpha[(i >> 1) & 1];
+}
+__device__ __forceinline__ u32 e4m3x4(float a, float b, float c, float d) {
+    return u32(float2_to_e4m3x2(a, b)) | (u32(float2_to_e4m3x2(c, d)) << 16);
+}
+// P to E4M3 A fragments in Vt's key order: of each 16-key group (s[8j .. 8j + 7] of rows g,
+// g + 8), keys 2t, 2t + 1 are s[8j + 0, 1] (row g) and s[8j + 2, 3] (row g + 8), keys 2t + 8,
+// 2t + 9 are s[8j + 4, 5] and s[8j + 6, 7].
+__device__ __forceinline__ void to_p(const float (&s)[TILE_N / 2], u32 (&pa)[TILE_N / 32][4]) {
+#pragma unroll
+    for (int kk = 0; kk < TILE_N / 32; ++kk)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float* x = &s[16 * kk + 8 * h];
+            pa[kk][2 * h] = e4m3x4(x[0], x[1], x[4], x[5]);
+            pa[kk][2 * h + 1] = e4m3x4(x[2], x[3], x[6], x[7]);
+        }
+}
+
+__device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw) {
+    Scheduler sched(p);
+    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+    const int group = p.heads_q / p.heads_kv;
+    const u32 q_tile = smem + cw * 64 * ROW;
+    u32 it = 0, t_local = 0;
+    if (PINGPONG && cw == 1) bar_arrive(1, 256);
+    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x, ++t_local) {
+        Tile w = sched.at(p, t);
+        const int hkv = w.hq / group, q0 = w.m_block * TILE_M + cw * 64 + 16 * warp + g;
+        // Descales: Q's and K's scale the scores, V's the output.
+        const float qd = p.q_descale ? p.q_descale[w.b * p.q_descale_stride_b + w.hq] : 1.f;
+        const float kd = p.k_descale ? p.k_descale[w.b * p.kv_descale_stride_b + hkv] : 1.f;
+        const float vd = p.v_descale ? p.v_descale[w.b * p.kv_descale_stride_b + hkv] : 1.f;
+        const float sl2 = p.scale_log2 * qd * kd;
+        float o[D / 2];
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+        RowState rs = {{-SDPA_INF, -SDPA_INF}, {0.f, 0.f}};
+        mbar_wait(smem + OFF_BAR + 8 * Q_FULL, t_local & 1);
+        if (w.n_blocks == 0 && lane == 0) mbar_arrive(smem + OFF_BAR + 8 * Q_EMPTY);
+        auto mask = [&](float (&s)[TILE_N / 2], int j) {
+            const int n0 = j * TILE_N;
+            bool edge = n0 + TILE_N > p.seq_kv;
+#if SDPA_CAUSAL
+            edge |= n0 + TILE_N - 1 > w.m_block * TILE_M + cw * 64 + p.seq_kv - p.seq_q;
+#endif
+            if (edge) mask_scores(s, n0, q0, t4, p);
+        };
+        auto release_k = [&](u32 use, int j) {
+            if (lane == 0) {
+                mbar_arrive(bar_at(smem, K_EMPTY, use));
+                if (j == 0) mbar_arrive(smem + OFF_BAR + 8 * Q_EMPTY);
+            }
+        };
+        auto k_tile = [&](u32 use) { return smem + OFF_K + (use % STAGES) * KV_BYTES; };
+        auto v_tile = [&](u32 use) { return smem + OFF_V + (use % STAGES) * KV_BYTES; };
+        float s[TILE_N / 2], alpha[2], ob[D / 2];
+        u32 pa[TILE_N / 32][4];
+        const float keep[2] = {1.f, 1.f};
+        auto scores = [&](u32 u, int j) {
+            mbar_wait(bar_at(smem, K_FULL, u), phase_of(u));
+            turn_wait(cw);
+            issue_qk(s, q_tile, k_tile(u));
+            turn_pass(cw);
+            wgmma_wait<0>();
+            wgmma_hold(s);
+            release_k(u, j);
+            mask(s, j);
+            softmax_step(s, rs, alpha, sl2);
+        };
+        auto values = [&](u32 u) {
+            mbar_wait(bar_at(smem, V_FULL, u), phase_of(u));
+            turn_wait(cw);
+            issue_pv(ob, pa, v_tile(u));
+            turn_pass(cw);
+            wgmma_wait<0>();
+            wgmma_hold(ob);
+            if (lane == 0) mbar_arrive(bar_at(smem, V_EMPTY, u));
+            add_block(o, ob, keep);
+        };
+        if (w.n_blocks > 0 && OVERLAP) {
+            // softmax(j) while P.V(j + 1) runs, as in hopper.cu.
+            int j = w.n_blocks - 1;
+            scores(it, j);
+            to_p(s, pa);
+            for (--j; j >= 0; --j, ++it) {
+                mbar_wait(bar_at(smem, K_FULL, it + 1), phase_of(it + 1));
+                turn_wait(cw);
+                issue_qk(s, q_tile, k_tile(it + 1));
+                mbar_wait(bar_at(smem, V_FULL, it), phase_of(it));
+                issue_pv(ob, pa, v_tile(it));
+                turn_pass(cw);
+                wgmma_wait<1>();
+                wgmma_hold(s);
+                release_k(it + 1, j);
+                mask(s, j);
+                softmax_step(s, rs, alpha, sl2);
+                wgmma_wait<0>();
+                wgmma_hold(ob);
+                if (lane == 0) mbar_arrive(bar_at(smem, V_EMPTY, it));
+                add_block(o, ob, alpha);
+                to_p(s, pa);
+            }
+            values(it++);
+        } else {
+            for (int j = w.n_blocks - 1; j >= 0; --j, ++it) {
+                scores(it, j);
+                rescale(o, alpha);
+                to_p(s, pa);
+                values(it);
+            }
+        }
+        epilogue(p, maps, smem, cw, w, o, rs, q0, sl2, vd);
+    }
+    if (STAGE_O && tid == 0) bulk_wait_read<0>();
+    if (PINGPONG && cw == 0) bar_sync(1, 256);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+sdpa_hopper(const __grid_constant__ SdpaParams p, const __grid_constant__ HopperMaps maps) {
+    extern __shared__ __align__(1024) u8 smem_raw[];
+    const u32 smem = (smem_u32(smem_raw) + 1023) & ~1023u;
+    const int wg = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+        tma_prefetch(&maps.q);
+        tma_prefetch(&maps.k);
+        tma_prefetch(&maps.v);
+        if (STAGE_O) tma_prefetch(&maps.o);
+        mbar_init(smem + OFF_BAR + 8 * Q_FULL, 1);
+        mbar_init(smem + OFF_BAR + 8 * Q_EMPTY, 4 * CONSUMERS);
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(smem + OFF_BAR + 8 * (K_FULL + s), 1);
+            mbar_init(smem + OFF_BAR + 8 * (R_FULL + s), 1);
+            mbar_init(smem + OFF_BAR + 8 * (R_EMPTY + s), 4);
+            mbar_init(smem + OFF_BAR + 8 * (V_FULL + s), 128);
+            mbar_init(smem + OFF_BAR + 8 * (K_EMPTY + s), 4 * CONSUMERS);
+            mbar_init(smem + OFF_BAR + 8 * (V_EMPTY + s), 4 * CONSUMERS);
+        }
+    }
+    __syncthreads();
+    if (wg == 0) {
+        setmaxnreg_dec<PRODUCER_REGS>();
+        produce(p, maps, smem);
+    } else {
+        setmaxnreg_inc<CONSUMER_REGS>();
+        consume(p, maps, smem, wg - 1);
+    }
+}
