@@ -404,9 +404,14 @@ pub fn default_variant_for_shape(
     // SMs (fewer than four per SM): the mission suite's `long` (B2 H8 S 2k, 176 tiles of 192
     // rows on 132 SMs) took 58.0 µs on the 192-row tile (run 121) against 41.3 on the 128-row
     // one (run 115).
+    // Causal up to S 4k too, since the TMA-store epilogue (round 25, run 136, H200, f16, two
+    // interleaved passes): causal S 4k 422 / 421 TFLOPS against 403 / 405 for the 192-row
+    // tile (at S 16k the 192-row tile led before it: run 116, 411 against 403).
     if base.family == Family::Hopper
         && head_dim == 64
-        && (shape.seq_q < 2048 || grid_blocks(&base, shape) < 4 * u64::from(sm_count))
+        && (shape.seq_q < 2048
+            || (causal && shape.seq_q <= 4096)
+            || grid_blocks(&base, shape) < 4 * u64::from(sm_count))
     {
         base = v(HOPPER_N128_PERSISTENT);
     }
@@ -736,8 +741,24 @@ mod tests {
                         heads_kv: 2048 / d as usize,
                         head_dim: d as usize,
                     };
+                    // D64 causal up to S 4k: the 128-row tile (round 25); from S 8k the
+                    // class default.
+                    let want = if d == 64 && causal {
+                        super::v(HOPPER_N128_PERSISTENT)
+                    } else {
+                        v
+                    };
                     assert_eq!(
                         default_variant_for_shape(Arch::Sm90a, p, &long, causal, 132),
+                        want
+                    );
+                    let longer = AttnShape {
+                        seq_q: 8192,
+                        seq_kv: 8192,
+                        ..long
+                    };
+                    assert_eq!(
+                        default_variant_for_shape(Arch::Sm90a, p, &longer, causal, 132),
                         v
                     );
                     let short = AttnShape {
