@@ -6,6 +6,9 @@ per N. Run it after changing the N list; the header is checked in (NVRTC needs n
 import pathlib
 
 NS = list(range(16, 257, 16))
+# 8-bit: only the N that hopper_fp8.cu can instantiate (key tiles of 128 or 256 for S, the head
+# dims 64, 128, 256 for P.V); add more as tiles need them.
+NS8 = [64, 128, 256]
 
 def regs(first, count):
     return ", ".join(f"%{first + i}" for i in range(count))
@@ -57,12 +60,12 @@ for n in NS:
 # A in registers as four b32 of four codes each: a0 = A[16w + g][4t .. 4t + 3], a1 = the same
 # columns of row 16w + g + 8, a2 and a3 = columns 16 + 4t .. 16 + 4t + 3 of those rows.
 out += [
-    "// 8-bit E4M3 (wgmma ... m64nNk32.f32.e4m3.e4m3): k32 per instruction and both operands",
+    "// 8-bit E4M3 (wgmma ... m64nNk32.f32.e4m3.e4m3) for N = 64, 128, 256: k32 per instruction and both operands",
     "// K-major (PTX has no transpose for 8-bit types), so TB must be 0. rs's A registers: a[0] =",
     "// codes of A[16w + g][4t .. 4t + 3] (lowest byte first), a[1] = the same columns of row",
     "// 16w + g + 8, a[2] and a[3] = columns 16 + 4t .. 16 + 4t + 3 of those two rows.",
 ]
-for n in NS:
+for n in NS8:
     c = n // 2
     shape = f'"wgmma.mma_async.sync.aligned.m64n{n}k32.f32." PT "." PT " "'
     body = [

@@ -199,9 +199,7 @@ pub const LSE_RTOL: f64 = 2e-4;
 /// |S| by up to √D when the products' signs are random): rtol 2e-3. Measured in round 25:
 /// 0.8 absolute on LSEs near 900 (one query row and one key row in eight scaled by 30).
 pub fn lse_tolerances(spec: &crate::variant::KernelSpec) -> (f64, f64) {
-    if spec.precision == crate::dtype::Precision::Fp8
-        && spec.variant.family == crate::variant::Family::Hopper
-    {
+    if crate::metrics::runs_8bit_wgmma(spec) {
         (LSE_ATOL, 2e-3)
     } else {
         (LSE_ATOL, LSE_RTOL)

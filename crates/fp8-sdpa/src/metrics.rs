@@ -118,6 +118,13 @@ pub struct Thresholds {
     pub rel_l2: Option<f64>,
 }
 
+/// Whether a kernel computes with 8-bit `wgmma` (the Hopper family's full FP8 kernel): its
+/// scores and P·V accumulate at reduced precision and its P is E4M3, so it is judged by
+/// [`Thresholds::for_kernel`]'s E4M3 bounds and `harness::lse_tolerances`' LSE bound.
+pub fn runs_8bit_wgmma(spec: &crate::variant::KernelSpec) -> bool {
+    spec.precision == Precision::Fp8 && spec.variant.family == crate::variant::Family::Hopper
+}
+
 impl Thresholds {
     /// The check against the float64 reference run on the *dequantized* inputs (the exact
     /// values the kernel was given), so only the kernel's own arithmetic is judged. FP8
@@ -170,8 +177,7 @@ impl Thresholds {
     /// (6u), rtol 0.125 (2u), relative L2 5e-2. A wrong key order, a dropped or doubled
     /// block or a wrong descale moves the relative L2 error to 0.3 or more.
     pub fn for_kernel(spec: &crate::variant::KernelSpec) -> Thresholds {
-        if spec.precision == Precision::Fp8 && spec.variant.family == crate::variant::Family::Hopper
-        {
+        if runs_8bit_wgmma(spec) {
             Thresholds {
                 atol: 0.375,
                 rtol: 0.125,

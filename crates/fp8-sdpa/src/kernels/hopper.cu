@@ -142,15 +142,6 @@ __device__ void consume(const SdpaParams& p, const HopperMaps& maps, u32 smem, i
         auto bar = [&](u32 id, u32 use) { return smem + OFF_BAR + 8 * (id + use % STAGES); };
         auto tile_of = [&](u32 base, u32 use) { return smem + base + (use % STAGES) * KV_BYTES; };
         auto phase = [](u32 use) { return (use / STAGES) & 1; };
-        // Masks key block j where it crosses seq_kv or (causal) the diagonal of these 64 rows.
-        auto mask = [&](float (&s)[TILE_N / 2], int j) {
-            const int n0 = j * TILE_N;
-            bool edge = n0 + TILE_N > p.seq_kv;
-#if SDPA_CAUSAL
-            edge |= n0 + TILE_N - 1 > w.m_block * TILE_M + cw * 64 + p.seq_kv - p.seq_q;
-#endif
-            if (edge) mask_scores(s, n0, q0, t4, p);
-        };
         // K (and, on the tile's last key block, Q) are free once S's wgmma has completed.
         auto release_k = [&](u32 use, int j) {
             if (lane == 0) {
@@ -169,7 +160,7 @@ __device__ void consume(const SdpaParams& p, const HopperMaps& maps, u32 smem, i
             wgmma_wait<0>();
             wgmma_hold(s);
             release_k(u, j);
-            mask(s, j);
+            mask_block(s, j, w, cw, q0, t4, p);
             softmax_step(s, rs, alpha, sl2);
         };
         // O += P.V of ring use `u` on its own.
@@ -198,7 +189,7 @@ __device__ void consume(const SdpaParams& p, const HopperMaps& maps, u32 smem, i
                 wgmma_wait<1>();
                 wgmma_hold(s);
                 release_k(it + 1, j);
-                mask(s, j);
+                mask_block(s, j, w, cw, q0, t4, p);
                 softmax_step(s, rs, alpha, sl2);
                 wgmma_wait<0>();
                 wgmma_hold(o);

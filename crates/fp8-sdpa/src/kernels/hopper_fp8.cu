@@ -216,14 +216,6 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
         RowState rs = {{-SDPA_INF, -SDPA_INF}, {0.f, 0.f}};
         mbar_wait(smem + OFF_BAR + 8 * Q_FULL, t_local & 1);
         if (w.n_blocks == 0 && lane == 0) mbar_arrive(smem + OFF_BAR + 8 * Q_EMPTY);
-        auto mask = [&](float (&s)[TILE_N / 2], int j) {
-            const int n0 = j * TILE_N;
-            bool edge = n0 + TILE_N > p.seq_kv;
-#if SDPA_CAUSAL
-            edge |= n0 + TILE_N - 1 > w.m_block * TILE_M + cw * 64 + p.seq_kv - p.seq_q;
-#endif
-            if (edge) mask_scores(s, n0, q0, t4, p);
-        };
         auto release_k = [&](u32 use, int j) {
             if (lane == 0) {
                 mbar_arrive(bar_at(smem, K_EMPTY, use));
@@ -243,7 +235,7 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
             wgmma_wait<0>();
             wgmma_hold(s);
             release_k(u, j);
-            mask(s, j);
+            mask_block(s, j, w, cw, q0, t4, p);
             softmax_step(s, rs, alpha, sl2);
         };
         auto values = [&](u32 u) {
@@ -271,7 +263,7 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
                 wgmma_wait<1>();
                 wgmma_hold(s);
                 release_k(it + 1, j);
-                mask(s, j);
+                mask_block(s, j, w, cw, q0, t4, p);
                 softmax_step(s, rs, alpha, sl2);
                 wgmma_wait<0>();
                 wgmma_hold(ob);

@@ -75,6 +75,18 @@ __device__ __forceinline__ void mask_scores(float (&s)[TILE_N / 2], int n0, int 
         }
 }
 
+// Masks key block j for one warpgroup (cw) of tile w where the block crosses seq_kv or (causal)
+// the diagonal of the warpgroup's 64 rows; this thread's rows are q0 and q0 + 8.
+__device__ __forceinline__ void mask_block(float (&s)[TILE_N / 2], int j, const Tile& w, int cw, int q0, int t4,
+                                           const SdpaParams& p) {
+    const int n0 = j * TILE_N;
+    bool edge = n0 + TILE_N > p.seq_kv;
+#if SDPA_CAUSAL
+    edge |= n0 + TILE_N - 1 > w.m_block * TILE_M + cw * 64 + p.seq_kv - p.seq_q;
+#endif
+    if (edge) mask_scores(s, n0, q0, t4, p);
+}
+
 // Online softmax over one score tile: updates the running max and sum, leaves
 // P = exp2(s * sl2 - m * sl2 + P_SHIFT) in s and the factor O must be rescaled by in alpha.
 __device__ __forceinline__ void softmax_step(float (&s)[TILE_N / 2], RowState& rs, float (&alpha)[2], float sl2) {
