@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes crates/fp8-sdpa/src/kernels/wgmma_ops.cuh: one wgmma.mma_async wrapper per
-(16-bit type, N), since inline PTX names every accumulator register and N/2 of them differ
+(element type, N), since inline PTX names every accumulator register and N/2 of them differ
 per N. Run it after changing the N list; the header is checked in (NVRTC needs no generator).
 """
 import pathlib
@@ -31,29 +31,39 @@ out = [
     "",
     "template <typename T, int N> struct Wgmma;",
 ]
-for n in NS:
+def wrapper(macro, n, k, eight_bit):
+    """One specialization's macro: ss and rs for m64n{n}k{k}. 16-bit forms take the transpose
+    immediates (A: 0, B: TB); 8-bit forms have none, so TB must be 0 there."""
     c = n // 2
-    shape = f'"wgmma.mma_async.sync.aligned.m64n{n}k16.f32." PT "." PT " "'
+    shape = f'"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32." PT "." PT " "'
+    check = ['        static_assert(TB == 0, "8-bit wgmma operands are K-major");'] if eight_bit else []
+    ss_imm, rs_imm = ("", "") if eight_bit else (f", 0, %{c + 3}", f", %{c + 6}")
+    tb = "" if eight_bit else ', "n"(TB)'
     body = [
-        f"#define SDPA_WGMMA_{n}(CT, PT)",
+        f"#define {macro}_{n}(CT, PT)",
         f"template <> struct Wgmma<CT, {n}> {{",
         "    template <int TB>",
         f"    __device__ __forceinline__ static void ss(float (&d)[{c}], u64 da, u64 db, int scale_d) {{",
+        *check,
         f'        asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{c + 2}, 0;\\n" {shape}',
-        f'                     "{{{regs(0, c)}}}, %{c}, %{c + 1}, p, 1, 1, 0, %{c + 3}; }}"',
+        f'                     "{{{regs(0, c)}}}, %{c}, %{c + 1}, p, 1, 1{ss_imm}; }}"',
         f"                     : {acc_operands(c)}",
-        '                     : "l"(da), "l"(db), "r"(scale_d), "n"(TB));',
+        f'                     : "l"(da), "l"(db), "r"(scale_d){tb});',
         "    }",
         "    template <int TB>",
         f"    __device__ __forceinline__ static void rs(float (&d)[{c}], const u32 (&a)[4], u64 db, int scale_d) {{",
+        *check,
         f'        asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{c + 5}, 0;\\n" {shape}',
-        f'                     "{{{regs(0, c)}}}, {{%{c}, %{c + 1}, %{c + 2}, %{c + 3}}}, %{c + 4}, p, 1, 1, %{c + 6}; }}"',
+        f'                     "{{{regs(0, c)}}}, {{%{c}, %{c + 1}, %{c + 2}, %{c + 3}}}, %{c + 4}, p, 1, 1{rs_imm}; }}"',
         f"                     : {acc_operands(c)}",
-        '                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));',
+        f'                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d){tb});',
         "    }",
         "};",
     ]
-    out += [line + " \\" for line in body[:-1]] + [body[-1]]
+    return [line + " \\" for line in body[:-1]] + [body[-1]]
+
+for n in NS:
+    out += wrapper("SDPA_WGMMA", n, 16, False)
     out += [f"SDPA_WGMMA_{n}(half_t, \"f16\")",
             f"SDPA_WGMMA_{n}(bf16_t, \"bf16\")", ""]
 # 8-bit: k32 per instruction, both operands K-major (no transpose immediate for 8-bit types),
@@ -66,30 +76,7 @@ out += [
     "// 16w + g + 8, a[2] and a[3] = columns 16 + 4t .. 16 + 4t + 3 of those two rows.",
 ]
 for n in NS8:
-    c = n // 2
-    shape = f'"wgmma.mma_async.sync.aligned.m64n{n}k32.f32." PT "." PT " "'
-    body = [
-        f"#define SDPA_WGMMA8_{n}(CT, PT)",
-        f"template <> struct Wgmma<CT, {n}> {{",
-        "    template <int TB>",
-        f"    __device__ __forceinline__ static void ss(float (&d)[{c}], u64 da, u64 db, int scale_d) {{",
-        '        static_assert(TB == 0, "8-bit wgmma operands are K-major");',
-        f'        asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{c + 2}, 0;\\n" {shape}',
-        f'                     "{{{regs(0, c)}}}, %{c}, %{c + 1}, p, 1, 1; }}"',
-        f"                     : {acc_operands(c)}",
-        '                     : "l"(da), "l"(db), "r"(scale_d));',
-        "    }",
-        "    template <int TB>",
-        f"    __device__ __forceinline__ static void rs(float (&d)[{c}], const u32 (&a)[4], u64 db, int scale_d) {{",
-        '        static_assert(TB == 0, "8-bit wgmma operands are K-major");',
-        f'        asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{c + 5}, 0;\\n" {shape}',
-        f'                     "{{{regs(0, c)}}}, {{%{c}, %{c + 1}, %{c + 2}, %{c + 3}}}, %{c + 4}, p, 1, 1; }}"',
-        f"                     : {acc_operands(c)}",
-        '                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));',
-        "    }",
-        "};",
-    ]
-    out += [line + " \\" for line in body[:-1]] + [body[-1]]
+    out += wrapper("SDPA_WGMMA8", n, 32, True)
     out += [f"SDPA_WGMMA8_{n}(e4m3_t, \"e4m3\")", ""]
 root = pathlib.Path(__file__).resolve().parent.parent
 path = root / "crates/fp8-sdpa/src/kernels/wgmma_ops.cuh"
