@@ -47,6 +47,7 @@ fn check(
     let opts = CallOptions {
         kernel,
         check_descales: true,
+        ..CallOptions::default()
     };
     let out = d.run(dev, stream, host, params, opts).unwrap();
     let v = judge(
@@ -206,6 +207,7 @@ fn nan_in_a_row_gives_nan_in_that_row_only() {
                 CallOptions {
                     kernel,
                     check_descales: true,
+                    ..CallOptions::default()
                 },
             )
             .unwrap();

@@ -61,6 +61,12 @@ pub struct CallOptions {
     /// Read the descales back and check they are finite and > 0 (synchronizes the stream).
     /// On by default; benchmarks turn it off after a first checked call.
     pub check_descales: bool,
+    /// SMs to leave to kernels running beside this call on other streams, such as NCCL's
+    /// transfers in [`crate::cp`]. A persistent kernel's blocks walk a fixed list of tiles, so
+    /// one block that cannot start while another kernel holds its SM delays the whole call
+    /// until that kernel ends; with a margin the grid is sized for `sm_count - sm_margin`
+    /// SMs (at least one). 0 (the default) sizes it for the whole GPU.
+    pub sm_margin: u32,
 }
 
 impl Default for CallOptions {
@@ -68,6 +74,7 @@ impl Default for CallOptions {
         CallOptions {
             kernel: KernelChoice::Auto,
             check_descales: true,
+            sm_margin: 0,
         }
     }
 }
@@ -124,6 +131,7 @@ impl Device {
     ) -> Result<Launched> {
         let call = a.describe();
         let Validated { precision, shape } = validate(&call)?;
+        let sm_count = self.info().sm_count.saturating_sub(opts.sm_margin).max(1);
         if opts.check_descales {
             check_descales(
                 stream,
@@ -140,7 +148,7 @@ impl Device {
                 precision,
                 &shape,
                 a.params.causal,
-                self.info().sm_count,
+                sm_count,
             )?,
             KernelChoice::Variant(v) => v,
         };
@@ -152,7 +160,7 @@ impl Device {
         };
         spec.validate(self.info().arch)?;
         let kernel = self.kernel(&spec)?;
-        let g = geometry::grid(&spec, &shape, self.info().sm_count, self.info().l2_bytes);
+        let g = geometry::grid(&spec, &shape, sm_count, self.info().l2_bytes);
         if g[0] > i32::MAX as u64 || g[1] > 65535 || g[2] > 65535 {
             // Causal portable grids are (heads_q, G, sections · m-blocks) (geometry.rs), with
             // G grown until z fits; only m-blocks alone past 65535 (seq_q too long) exceed it.
@@ -193,15 +201,7 @@ impl Device {
             None
         };
         if spec.variant.family == Family::Decode {
-            return super::decode::launch(
-                stream,
-                &kernel,
-                &spec,
-                &shape,
-                &params,
-                None,
-                self.info().sm_count,
-            );
+            return super::decode::launch(stream, &kernel, &spec, &shape, &params, None, sm_count);
         }
         let mut launch = stream.launch_builder(&kernel.function);
         launch.arg(&params);

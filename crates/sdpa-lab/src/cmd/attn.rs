@@ -127,6 +127,7 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
             opts: CallOptions {
                 kernel,
                 check_descales: true,
+                ..CallOptions::default()
             },
         };
         match &input {

@@ -268,6 +268,7 @@ fn launch(
     let opts = CallOptions {
         kernel,
         check_descales: check,
+        ..CallOptions::default()
     };
     if let Some(t) = &inp.paged {
         let pages = s.batch * t.max_pages;

@@ -52,6 +52,9 @@ pub struct Args {
     /// K/V as E4M3 (shards travel as 8-bit codes).
     #[arg(long)]
     pub fp8_kv: bool,
+    /// SMs each attention call leaves to NCCL's transfer kernels (see `CallOptions::sm_margin`).
+    #[arg(long, default_value_t = fp8_sdpa::cp::ring::DEFAULT_SM_MARGIN)]
+    pub sm_margin: u32,
     /// Timed ring passes (after one warm-up).
     #[arg(long, default_value_t = 5)]
     pub iters: usize,
@@ -141,6 +144,7 @@ fn parent(a: &Args) -> Result<ExitCode> {
                 &a.dim.to_string(),
             ])
             .args(["--iters", &a.iters.to_string(), "--rank", &r.to_string()])
+            .args(["--sm-margin", &a.sm_margin.to_string()])
             .arg("--id-file")
             .arg(&id_file)
             .arg("--out")
@@ -208,7 +212,7 @@ fn parent(a: &Args) -> Result<ExitCode> {
     let passed = reports.iter().all(|r| r.passed);
     let summary = serde_json::json!({
         "ranks": a.ranks, "seq": a.seq, "batch": a.batch, "heads": a.heads, "heads_kv": a.heads_kv,
-        "dim": a.dim, "causal": a.causal, "precision": precision(a).name(),
+        "dim": a.dim, "causal": a.causal, "precision": precision(a).name(), "sm_margin": a.sm_margin,
         "cp_ms": cp, "single_ms": single, "scaling_efficiency": eff,
         "bytes_sent_per_rank": reports[0].bytes_sent, "passed": passed, "ranks_detail": reports,
         "environment": NO_MULTICAST.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
@@ -217,11 +221,12 @@ fn parent(a: &Args) -> Result<ExitCode> {
     std::fs::write(&p, serde_json::to_string_pretty(&summary).expect("json"))
         .map_err(Error::io(&p))?;
     println!(
-        "{} ranks, S {} {}{}: ring {cp:.2} ms, one GPU {single:.2} ms, scaling efficiency {:.1} %, {:.1} MB sent per rank, check {}",
+        "{} ranks, S {} {}{}, SM margin {}: ring {cp:.2} ms, one GPU {single:.2} ms, scaling efficiency {:.1} %, {:.1} MB sent per rank, check {}",
         a.ranks,
         a.seq,
         precision(a).name(),
         if a.causal { " causal" } else { "" },
+        a.sm_margin,
         eff * 100.0,
         reports[0].bytes_sent as f64 / 1e6,
         if passed { "passed" } else { "FAILED" }
@@ -464,6 +469,7 @@ fn rank_main(a: &Args, r: usize) -> Result<ExitCode> {
         dim: d,
     };
     let mut ring = Ring::new(comm, &stream, local, p)?;
+    ring.set_sm_margin(a.sm_margin);
     let mut o_loc = stream
         .alloc_zeros::<u8>(b * 2 * c * hq * d * 2)
         .map_err(drv("allocating O"))?;

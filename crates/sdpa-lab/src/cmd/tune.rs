@@ -299,6 +299,7 @@ impl Gpu<'_> {
                     let opts = CallOptions {
                         kernel: KernelChoice::Variant(spec.variant),
                         check_descales: true,
+                        ..CallOptions::default()
                     };
                     let out = d.run(self.dev, &self.stream, &host, params, opts)?;
                     let unchanged = d.inputs_unchanged(&self.stream)?;

@@ -202,6 +202,7 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
                     let opts = CallOptions {
                         kernel: KernelChoice::Variant(spec.variant),
                         check_descales: true,
+                        ..CallOptions::default()
                     };
                     let row = match dcase.run(&dev, &stream, &host, params, opts) {
                         Ok(out) => {
