@@ -37,8 +37,20 @@ bf16 normal inputs cast to E4M3 (unit scale: normal values fit), descales of one
 kv head), bf16 output; the reference is computed from the E4M3 values and the gate is
 REL_L2_GATE_FP8 (E4M3 P's rounding; FA3 measured 0.020-0.026).
 
-Only the standard library and torch (FA3 and FlashInfer where they import); torch is imported
-after the arguments are checked, so --help and argument errors work without it.
+cuDNN's FP8 SDPA (backend `cudnn_fp8`, through the cuDNN Python frontend: pip
+nvidia-cudnn-frontend, module `cudnn`) times the full-FP8 cases too, on the same E4M3 Q, K, V
+(BSHD storage, per-tensor descales of 1; GQA native). Before Blackwell its FP8 forward writes
+FP8 only, so O is E4M3 at a power-of-two scale_o taken from the kernel's own Amax_O on an
+untimed first run (delayed scaling, half of E4M3's range left as margin); the check dequantizes
+O and compares it with the same float64 reference and gate as FA3's, and the row's detail
+gives the error that rounding the reference itself to E4M3 at that scale would leave. P is
+stored as E4M3 times CUDNN_FP8_SCALE_S. Causal is a diagonal band (TOP_LEFT, right bound
+Skv - Sq), which is the bottom-right mask: the frontend takes BOTTOM_RIGHT for FP8 only on
+Blackwell. One graph is built per case, outside the timing; each timed run is one execute().
+
+Only the standard library and torch (FA3, FlashInfer and the cuDNN frontend where they import);
+torch is imported after the arguments are checked, so --help and argument errors work without
+it.
 """
 
 import argparse
@@ -50,9 +62,9 @@ import os
 import sys
 import warnings
 
-BACKENDS = ("flash", "cudnn", "efficient", "fa3", "flashinfer")
+BACKENDS = ("flash", "cudnn", "efficient", "fa3", "flashinfer", "cudnn_fp8")
 # Rows of backends outside PyTorch SDPA name their own implementation.
-IMPLEMENTATIONS = {"fa3": "fa3", "flashinfer": "flashinfer"}
+IMPLEMENTATIONS = {"fa3": "fa3", "flashinfer": "flashinfer", "cudnn_fp8": "cudnn_fp8"}
 # FlashAttention-3's Hopper forward, when its Python interface imports (the `flash-attn` Hopper
 # build or the `fa3-fwd` wheel); otherwise its rows say it is missing.
 FA3_MODULES = ("flash_attn_interface", "fa3_fwd_interface")
@@ -86,6 +98,10 @@ SHAPE_KEYS = ("batch", "seq_q", "seq_kv", "heads_q", "heads_kv", "head_dim")
 REL_L2_GATE = 2e-2
 # Full FP8 (FA3's E4M3 P·V): the bound our own FP8 kernel is judged by (metrics.rs).
 REL_L2_GATE_FP8 = 5e-2
+# cuDNN's FP8 SDPA: P (at most 1 once the running row max is subtracted) is stored as E4M3 times
+# this; 128 * 0.25 is what the frontend's own sdpa_fp8 tests use, leaving room for kernels that
+# rescale lazily. O's scale is calibrated per case (see the module docstring).
+CUDNN_FP8_SCALE_S = 32.0
 
 
 class UsageError(Exception):
@@ -170,16 +186,17 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="peers.py",
         description="Time PyTorch SDPA backends (flash, cudnn, efficient), FlashAttention-3 "
-        "(fa3, when flash_attn_interface or fa3_fwd_interface imports) and FlashInfer's paged "
-        "decode (flashinfer, decode cases, when flashinfer imports) on sdpa-lab's cases with "
-        "sdpa-lab's protocol. Needs PyTorch with CUDA.",
+        "(fa3, when flash_attn_interface or fa3_fwd_interface imports), FlashInfer's paged "
+        "decode (flashinfer, decode cases, when flashinfer imports) and cuDNN's FP8 SDPA "
+        "(cudnn_fp8, full-FP8 cases, when the cuDNN frontend's module cudnn imports) on "
+        "sdpa-lab's cases with sdpa-lab's protocol. Needs PyTorch with CUDA.",
     )
     ap.add_argument("--cases", required=True, help="JSON list of cases written by sdpa-lab")
     ap.add_argument("--out", required=True, help="where to write the JSON list of rows")
     ap.add_argument(
         "--backends",
         default=",".join(BACKENDS),
-        help="comma-separated subset of flash,cudnn,efficient,fa3,flashinfer (default: all)",
+        help="comma-separated subset of " + ",".join(BACKENDS) + " (default: all)",
     )
     ap.add_argument("--device", default="cuda:0", help="CUDA device (default cuda:0)")
     ap.add_argument("--seed", type=int, default=0, help="input seed (default 0)")
@@ -285,6 +302,41 @@ def flashinfer_missing(why):
     return f"skipped: FlashInfer not installed ({why})"
 
 
+def load_cudnn_frontend():
+    """(module, None) when the cuDNN Python frontend imports, else (None, why). Import torch
+    first: the frontend dlopens libcudnn.so.9 (LD_LIBRARY_PATH, then the interpreter's
+    site-packages nvidia/cudnn/lib, then the bare soname), and with torch loaded the soname
+    resolves to torch's own copy."""
+    try:
+        return importlib.import_module("cudnn"), None
+    except Exception as e:  # ImportError, or a wheel built for another Python
+        return None, f"cudnn: {type(e).__name__}: {one_line(e, 160)}"
+
+
+def cudnn_fp8_unsupported(case):
+    """Why the cuDNN FP8 peer does not take `case`, or None when it does."""
+    if case["precision"] != "fp8":
+        return f"the cuDNN FP8 peer runs full FP8 only, not {case['precision']}"
+    sh = case["shape"]
+    if case["causal"] and sh["seq_q"] > sh["seq_kv"]:
+        # bottom-right causal leaves the first Sq - Skv query rows no key; a diagonal band
+        # cannot say that (its right bound would be negative)
+        return "causal with seq_q > seq_kv has no cuDNN FP8 mask (bottom-right needs Blackwell)"
+    return None
+
+
+def cudnn_fp8_missing(why):
+    """The status of a cudnn_fp8 row when the frontend does not import or has no backend."""
+    return f"skipped: cuDNN frontend not usable ({why})"
+
+
+def pow2_scale(amax, target):
+    """The largest power of two s with amax * s <= target (1 when amax is 0 or not finite)."""
+    if not (math.isfinite(amax) and amax > 0):
+        return 1.0
+    return 2.0 ** math.floor(math.log2(target / amax))
+
+
 def one_line(s, limit=400):
     s = " ".join(str(s).split())
     return s if len(s) <= limit else s[: limit - 1] + "…"
@@ -357,12 +409,146 @@ class Runner:
                 self.fa3_missing.append(f"{name}: {type(e).__name__}: {one_line(e, 120)}")
         # FlashInfer is imported at its first decode case (a heavy import, and only then needed).
         self.fi, self.fi_missing = None, None
+        # The cuDNN frontend likewise, at its first full-FP8 case, with one handle for all.
+        self.cfe, self.cfe_missing, self.cfe_handle, self.cfe_backend = None, None, None, None
 
     def flashinfer(self):
         """FlashInfer's module, imported once; None (with self.fi_missing) when it does not."""
         if self.fi is None and self.fi_missing is None:
             self.fi, self.fi_missing = load_flashinfer()
         return self.fi
+
+    def cudnn_frontend(self):
+        """The cuDNN frontend's module with a handle on this device, set up once; None (with
+        self.cfe_missing) when it does not import or cannot reach a cuDNN library."""
+        if self.cfe is None and self.cfe_missing is None:
+            cudnn, why = load_cudnn_frontend()
+            if cudnn is not None:
+                try:
+                    # fails here when no libcudnn was found ("Unable to find symbol ...")
+                    self.cfe_backend = cudnn.backend_version()
+                    self.cfe_handle = cudnn.create_handle()
+                except Exception as e:
+                    cudnn, why = None, f"cudnn: {type(e).__name__}: {one_line(e, 160)}"
+            self.cfe, self.cfe_missing = cudnn, why
+        return self.cfe
+
+    def cudnn_fp8_call(self, case):
+        """cuDNN's FP8 SDPA graph for `case`, built outside any timing, the call that runs it
+        on make_inputs' E4M3 tensors, and a description. The call returns O as E4M3 (a BHSD
+        view of BSHD storage); `call.out_descale` turns it back into attention output."""
+        t, cudnn, handle = self.torch, self.cfe, self.cfe_handle
+        dt = cudnn.data_type
+        sh = case["shape"]
+        b, sq, skv = sh["batch"], sh["seq_q"], sh["seq_kv"]
+        hq, hkv, d = sh["heads_q"], sh["heads_kv"], sh["head_dim"]
+        dev = self.device
+
+        def bshd_strides(s, h):  # make_inputs' BHSD views of BSHD storage
+            return (s * h * d, d, h * d, 1)
+
+        graph = cudnn.pygraph(
+            io_data_type=dt.FP8_E4M3,
+            intermediate_data_type=dt.FLOAT,
+            compute_data_type=dt.FLOAT,
+            handle=handle,
+        )
+
+        def fp8_input(name, s, h):
+            return graph.tensor(
+                name=name, dim=(b, h, s, d), stride=bshd_strides(s, h), data_type=dt.FP8_E4M3
+            )
+
+        # GQA is native: K and V keep their Hkv heads (cuDNN needs Hq % Hkv == 0)
+        q_t, k_t, v_t = fp8_input("q", sq, hq), fp8_input("k", skv, hkv), fp8_input("v", skv, hkv)
+
+        def scalar(name, value):  # a 1x1x1x1 fp32 graph tensor and its device buffer
+            g = graph.tensor(name=name, dim=(1, 1, 1, 1), stride=(1, 1, 1, 1), data_type=dt.FLOAT)
+            return g, t.full((1, 1, 1, 1), value, dtype=t.float32, device=dev)
+
+        # The inputs are unit-scale E4M3 (normal values fit), hence descales of 1.
+        scalars = {
+            "descale_q": scalar("descale_q", 1.0),
+            "descale_k": scalar("descale_k", 1.0),
+            "descale_v": scalar("descale_v", 1.0),
+            "descale_s": scalar("descale_s", 1.0 / CUDNN_FP8_SCALE_S),
+            "scale_s": scalar("scale_s", CUDNN_FP8_SCALE_S),
+            "scale_o": scalar("scale_o", 1.0),  # calibrated at the first call
+        }
+        mask = {}
+        if case["causal"]:
+            # TOP_LEFT with right bound Skv - Sq is the bottom-right causal mask
+            mask = {
+                "diagonal_alignment": cudnn.diagonal_alignment.TOP_LEFT,
+                "right_bound": skv - sq,
+            }
+        o_t, _stats, amax_s_t, amax_o_t = graph.sdpa_fp8(
+            q_t,
+            k_t,
+            v_t,
+            **{name: g for name, (g, _buf) in scalars.items()},
+            generate_stats=False,  # inference: no softmax stats
+            attn_scale=1.0 / math.sqrt(d),  # the reference's softmax scale
+            name="sdpa_fp8",
+            **mask,
+        )
+        # Hopper's FP8 SDPA writes FP8 only (HALF/BF16 O needs Blackwell and cuDNN 9.13+)
+        o_t.set_output(True).set_dim((b, hq, sq, d)).set_stride(bshd_strides(sq, hq))
+        o_t.set_data_type(dt.FP8_E4M3)
+        for a in (amax_s_t, amax_o_t):
+            a.set_output(True).set_dim((1, 1, 1, 1)).set_stride((1, 1, 1, 1)).set_data_type(dt.FLOAT)
+        graph.validate()
+        graph.build_operation_graph()
+        graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        graph.check_support()
+        graph.build_plans()
+        workspace = t.empty(max(1, graph.get_workspace_size()), dtype=t.uint8, device=dev)
+        o = t.empty((b, sq, hq, d), dtype=t.float8_e4m3fn, device=dev).transpose(1, 2)
+        amax_s = t.zeros((1, 1, 1, 1), dtype=t.float32, device=dev)
+        amax_o = t.zeros((1, 1, 1, 1), dtype=t.float32, device=dev)
+        pack = {g: buf for g, buf in scalars.values()}
+        pack.update({o_t: o, amax_s_t: amax_s, amax_o_t: amax_o})
+        scale_o = scalars["scale_o"][1]
+
+        def run(q, k, v):
+            # cuDNN launches on its handle's stream: follow torch's (graph capture included);
+            # set_stream is free while the stream is unchanged
+            cudnn.set_stream(handle, t.cuda.current_stream().cuda_stream)
+            graph.execute({**pack, q_t: q, k_t: k, v_t: v}, workspace, handle=handle)
+            return o
+
+        def call_cudnn(q, k, v):
+            if call_cudnn.out_descale is None:
+                # the first call (time_case's untimed one, before any capture): run at scale_o
+                # 1, then scale O by a power of two putting the kernel's own Amax_O at a
+                # quarter to a half of E4M3's range (exact in dequantization; margin for
+                # other input sets)
+                run(q, k, v)
+                call_cudnn.amax_o = float(amax_o.item())
+                s = pow2_scale(call_cudnn.amax_o, E4M3_MAX / 2)
+                scale_o.fill_(s)
+                call_cudnn.scale_o, call_cudnn.out_descale = s, 1.0 / s
+            return run(q, k, v)
+
+        call_cudnn.out_descale = None
+        try:  # frontend 1.27+ says whether one of its Python engines took the graph
+            eng = getattr(graph, "selected_engine", None)
+        except Exception:
+            eng = None
+        served = f"frontend engine {eng.name}" if eng is not None else "cuDNN backend engine"
+        backend = self.cfe_backend
+        torch_cudnn = t.backends.cudnn.version()
+        detail = (
+            f"cuDNN frontend {getattr(cudnn, '__version__', '?')} sdpa_fp8 on cuDNN {backend}"
+            + ("" if backend == torch_cudnn else f" (torch has {torch_cudnn})")
+            + f", {served}; E4M3 Q, K, V (BSHD strides), descale_q/k/v 1, scale_s "
+            f"{CUDNN_FP8_SCALE_S:g} (descale_s 1/{CUDNN_FP8_SCALE_S:g}), E4M3 O (FP8 output: what "
+            "this frontend allows before Blackwell) at a calibrated scale_o, dequantized for the "
+            "check"
+            + ("; GQA native" if hq != hkv else "")
+            + (f"; causal: TOP_LEFT diagonal band, right bound {skv - sq}" if case["causal"] else "")
+        )
+        return call_cudnn, detail
 
     def make_inputs(self, shape, dtype, gen):
         """Q, K, V as BSHD storage viewed as BHSD (what SDPA takes), unit-variance normal."""
@@ -451,6 +637,8 @@ class Runner:
         """The call for a case and a description of its mask."""
         if backend == "flashinfer":
             return self.flashinfer_call(case)
+        if backend == "cudnn_fp8":
+            return self.cudnn_fp8_call(case)
         if backend == "fa3":
             fa3, causal = self.fa3, case["causal"]
             sh = case["shape"]
@@ -641,6 +829,15 @@ class Runner:
                 return row
             q_name, kv_name = FLASHINFER_DTYPES[case["precision"]]
             dtype, fp8_kv = getattr(t, q_name), kv_name != q_name
+        elif backend == "cudnn_fp8":
+            why = cudnn_fp8_unsupported(case)
+            if why is not None:
+                row["status"] = "skipped: " + why
+                return row
+            if self.cudnn_frontend() is None:
+                row["status"] = cudnn_fp8_missing(self.cfe_missing)
+                return row
+            dtype, fp8_all = t.bfloat16, True  # cast to E4M3 in inputs_fn, as for FA3
         elif backend == "fa3" and case["precision"] == "fp8" and self.fa3 is not None:
             dtype, fp8_all = t.bfloat16, True  # cast to E4M3 in inputs_fn
         elif case["precision"] in PRECISIONS_FP8:
@@ -659,11 +856,15 @@ class Runner:
             dtype = getattr(t, PRECISIONS_16[case["precision"]])
         try:
             call, detail = self.call_for(case, backend)
-        except RuntimeError as e:  # FlashInfer's plan failed (its JIT build included)
+        except Exception as e:  # FlashInfer's plan (its JIT build included) or cuDNN's graph
             msg = f"{type(e).__name__}: {e}"
             # a build log runs long: all of it goes to stderr, its start to the row
             print(f"{case['suite']}/{case['case']} {backend}: {msg}", file=sys.stderr)
-            row["status"] = "failed: " + one_line(msg)
+            refused = backend == "cudnn_fp8" and isinstance(
+                e, getattr(self.cfe, "cudnnGraphNotSupportedError", ())
+            )
+            why = "skipped: cuDNN does not support this graph: " if refused else "failed: "
+            row["status"] = why + one_line(msg)
             t.cuda.empty_cache()
             return row
         row["detail"] = f"{self.versions}; {detail}"
@@ -706,11 +907,26 @@ class Runner:
         if med > 0:
             row["tflops"] = flops(shape, case["causal"]) / (med * 1e-6) / 1e12
             q_elem = 1 if fp8_all else 2
-            row["gbps"] = traffic_bytes(shape, kv_elem=kv_elem, q_elem=q_elem) / (med * 1e-6) / 1e9
+            out_elem = 1 if backend == "cudnn_fp8" else 2  # cuDNN's O is E4M3
+            row["gbps"] = (
+                traffic_bytes(shape, elem=out_elem, kv_elem=kv_elem, q_elem=q_elem) / (med * 1e-6) / 1e9
+            )
         if note:
             row["detail"] += "; " + note
         try:
             ref = self.reference(q, k, v, case, FP8_KV_SCALE if fp8_kv else 1.0)
+            if backend == "cudnn_fp8":
+                scale = call.scale_o
+                out = out.to(t.float32) * call.out_descale
+                # what E4M3 output alone costs: the reference rounded at the same scale
+                rounded = (ref * scale).clamp(-E4M3_MAX, E4M3_MAX).to(t.float32)
+                rounded = rounded.to(t.float8_e4m3fn).to(t.float64) / scale
+                floor = float((rounded - ref).norm()) / max(float(ref.norm()), 1e-300)
+                del rounded
+                row["detail"] += (
+                    f"; scale_o {scale:g} from Amax_O {call.amax_o:.4g} (first run at scale_o 1); "
+                    f"E4M3 rounding of the reference O alone: rel L2 {floor:.4f}"
+                )
             row["correctness"] = self.correctness(out, ref, REL_L2_GATE_FP8 if fp8_all else REL_L2_GATE)
             if not row["correctness"]["passed"]:
                 row["status"] = "failed: output differs from the float64 reference"

@@ -386,3 +386,90 @@ fn flashinfer_backend_is_accepted_and_needs_torch() {
     assert!(e.contains("peers need PyTorch with CUDA"), "{e}");
     assert!(!e.contains("unknown backend"), "{e}");
 }
+
+#[test]
+fn cudnn_fp8_missing_is_a_clean_skip() {
+    if !have_python() {
+        return;
+    }
+    // No torch is needed up to the import of the cuDNN frontend, which fails here whatever is
+    // installed.
+    let f = fake_package("cudnn", "fake cudnn frontend for tests");
+    let v = py_eval_with(
+        &format!(
+            "[p.cudnn_fp8_unsupported({c}), p.load_cudnn_frontend()[0] is None, \
+             p.cudnn_fp8_missing(p.load_cudnn_frontend()[1]), \
+             p.blank_row({c}, 'cudnn_fp8', 'ok')['implementation'], \
+             p.parse_backends('cudnn_fp8,fa3')]",
+            c = case_literal(256, "fp8")
+        ),
+        Some(f.path()),
+    );
+    assert!(
+        v[0].is_null(),
+        "a full-FP8 case is the cuDNN FP8 peer's: {v}"
+    );
+    assert!(v[1].as_bool().unwrap(), "{v}");
+    assert_eq!(
+        v[2],
+        "skipped: cuDNN frontend not usable (cudnn: ImportError: fake cudnn frontend for tests)"
+    );
+    assert_eq!(v[3], "cudnn_fp8");
+    assert_eq!(v[4], serde_json::json!(["cudnn_fp8", "fa3"]));
+}
+
+#[test]
+fn cudnn_fp8_skips_other_precisions_and_unmaskable_causal_cases() {
+    if !have_python() {
+        return;
+    }
+    // Sq 4 > Skv 2 under a bottom-right causal mask: no diagonal band expresses it.
+    let tall = case_literal(4, "fp8")
+        .replace("'seq_kv': 4096", "'seq_kv': 2")
+        .replace("'causal': False", "'causal': True");
+    let v = py_eval(&format!(
+        "[p.cudnn_fp8_unsupported({}), p.cudnn_fp8_unsupported({}), p.cudnn_fp8_unsupported({}), \
+         [p.pow2_scale(a, 224.0) for a in (1.5, 224.0, 0.0, float('nan'), 1e-3)]]",
+        case_literal(1, "fp8_kv_f16"),
+        case_literal(256, "bf16"),
+        tall,
+    ));
+    assert_eq!(
+        v[0],
+        "the cuDNN FP8 peer runs full FP8 only, not fp8_kv_f16"
+    );
+    assert_eq!(v[1], "the cuDNN FP8 peer runs full FP8 only, not bf16");
+    assert!(
+        v[2].as_str()
+            .unwrap()
+            .starts_with("causal with seq_q > seq_kv"),
+        "{v}"
+    );
+    // the largest power of two keeping amax * s within the target; 1 for an unusable amax
+    assert_eq!(v[3], serde_json::json!([128.0, 1.0, 1.0, 1.0, 131072.0]));
+}
+
+#[test]
+fn cudnn_fp8_backend_is_accepted_and_needs_torch() {
+    if !have_python() {
+        return;
+    }
+    let t = fake_torch();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("peers.json");
+    let o = peers(
+        &[
+            "--cases",
+            cases_fixture().to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--backends",
+            "cudnn_fp8",
+        ],
+        Some(t.path()),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("peers need PyTorch with CUDA"), "{e}");
+    assert!(!e.contains("unknown backend"), "{e}");
+}

@@ -170,6 +170,9 @@ const HOPPER_M192_D64: &str = "hopper.m192.n128.w16.s2.b1.w4poex";
 /// a 3-stage cp.async ring per warp; and a 2-warp, 4-stage one for four CTAs per SM.
 const DECODE_N64: &str = "decode.m16.n64.w4.s3.b2.cex";
 const DECODE_N32: &str = "decode.m16.n32.w2.s4.b4.cex";
+/// The tuner's pick for large contiguous FP8-KV decode batches on sm_90a (`tuned/default.json`,
+/// round 26): two 32-key warps, three CTAs per SM.
+const DECODE_N64_W2: &str = "decode.m16.n64.w2.s3.b3.cex";
 
 /// The decode family's variant for a paged call (the only family that reads a paged cache):
 /// the 4-warp tile where its shared memory fits the arch, else the 2-warp one (16-bit D256
@@ -603,6 +606,9 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // default_variant_for_shape).
     out.push((v(DECODE_N64), decode_precisions));
     out.push((v(DECODE_N32), decode_precisions));
+    // Shipped tuned-table entries (tuned/default.json) are registered, so that check and
+    // verify cover what dispatch can pick from the table.
+    out.push((v(DECODE_N64_W2), decode_precisions));
     out
 }
 
@@ -615,6 +621,23 @@ pub fn variants() -> Vec<Variant> {
 mod tests {
     use super::*;
     use crate::variant::{Family, SyncPolicy};
+
+    #[test]
+    fn shipped_tuned_entries_are_registered() {
+        for e in crate::tuned::TunedTable::shipped().entries() {
+            let served = registered_variants().into_iter().any(|(v, serves)| {
+                v.key() == e.variant
+                    && Precision::ALL
+                        .into_iter()
+                        .any(|p| p.name() == e.precision && serves(p, e.head_dim))
+            });
+            assert!(
+                served,
+                "{} ({} D{}) is not registered",
+                e.variant, e.precision, e.head_dim
+            );
+        }
+    }
 
     #[test]
     fn registered_specs_are_valid_on_the_checked_arches() {

@@ -52,8 +52,10 @@ pub struct Args {
     #[arg(long)]
     pub mode: Option<TimingMode>,
     /// Also time PyTorch's SDPA backends (flash, cuDNN, efficient) on the same shapes,
-    /// FlashAttention-3 where its Python interface imports, and FlashInfer's paged decode on
-    /// the Sq 1 decode rows where `flashinfer` imports (rows say so when a peer is missing).
+    /// FlashAttention-3 where its Python interface imports (its FP8 forward on the fp8 rows),
+    /// cuDNN's FP8 SDPA on the fp8 rows where the `cudnn` frontend imports, and FlashInfer's
+    /// paged decode on the Sq 1 decode rows where `flashinfer` imports (rows say so when a
+    /// peer is missing).
     #[arg(long)]
     pub peers: bool,
     /// The peers script.
