@@ -402,13 +402,13 @@ impl Variant {
                 // hopper.cu: warpgroup 0 produces, each further one computes 64 query rows.
                 let consumers = (self.warps / 4).saturating_sub(1);
                 if !self.warps.is_multiple_of(4)
-                    || !(2..=3).contains(&consumers)
+                    || !(1..=3).contains(&consumers)
                     || !self.warp_spec
                     || self.producer_warps != 4
                 {
                     return fail(
                         "the hopper family is warpgroups: one producer warpgroup (warp_spec, \
-                         producer_warps 4) and 2 or 3 consumer warpgroups (warps 12 or 16)"
+                         producer_warps 4) and 1 to 3 consumer warpgroups (warps 8, 12 or 16)"
                             .into(),
                     );
                 }

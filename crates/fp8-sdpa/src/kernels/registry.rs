@@ -157,6 +157,9 @@ const HOPPER_N128: &str = "hopper.m128.n128.w12.s2.b1.w4ogex";
 const HOPPER_N176: &str = "hopper.m128.n176.w12.s2.b1.w4ogex";
 /// 64 keys per stage: the D256 tile (192 KB).
 const HOPPER_N64: &str = "hopper.m128.n64.w12.s2.b1.w4ogex";
+/// One consumer warpgroup (64-row tiles): the D64 16-bit tile for grids the 128-row tiles
+/// leave short of the SMs (the mission shape).
+const HOPPER_M64: &str = "hopper.m64.n128.w8.s2.b1.w4oex";
 /// A persistent grid (one block per SM walking the tile list).
 const HOPPER_N128_PERSISTENT: &str = "hopper.m128.n128.w12.s2.b1.w4pogex";
 /// FA3's D256 tile, 80 keys per stage (225 KB at D256): the D256 default since round 22.
@@ -505,6 +508,21 @@ pub fn default_variant_for_shape(
     if base.tile_m <= 64 || grid_blocks(&base, shape) >= u64::from(sm_count) {
         return base;
     }
+    // D64 16-bit on Hopper, non-causal: the 64-row Hopper tile, where its grid still has a
+    // block for a quarter of the SMs or more. Round 26, run 144 (H200, graph mode, f16, two
+    // passes): the mission shape (B2 H8 S512, 128 blocks) 6.14-6.17 µs against 7.89-7.90 on
+    // the portable tile below (cuDNN 9.49), mission-s256 (64 blocks) 4.29 against 4.79; the
+    // suite's `small` (B1 H1 S32, one block) 2.85-3.31 against 2.45, so tiny grids stay
+    // portable (the crossover between 1 and 64 blocks was not measured).
+    let m64 = v(HOPPER_M64);
+    if base.family == Family::Hopper
+        && sixteen_bit(precision, head_dim)
+        && head_dim == 64
+        && !causal
+        && 4 * grid_blocks(&m64, shape) >= u64::from(sm_count)
+    {
+        return m64;
+    }
     let small = match head_dim {
         // 4 stages at D64 (3 tiles in flight): 9.0 µs at the mission shape on the H100 (run 6)
         // against 9.2 for 2 stages and cuDNN's 9.6 in the same run.
@@ -597,6 +615,8 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // Round 22, step (e): per-head-dim tiles.
     out.push((v(HOPPER_N80), sixteen_bit));
     out.push((v(HOPPER_M192_D64), |p, d| sixteen_bit(p, d) && d == 64));
+    // Round 26: one consumer warpgroup, for small D64 grids (default_variant_for_shape).
+    out.push((v(HOPPER_M64), |p, d| sixteen_bit(p, d) && d == 64));
     // Hopper family, full FP8 (issue 28): the 128-key tile (Vt in one 128-key slab per stage)
     // with overlap alone, with ping-pong, and persistent with ping-pong, at D64 and D128.
     out.push((v(HOPPER_N128_O), full_fp8));
@@ -800,6 +820,33 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn small_d64_grids_take_the_64_row_hopper_tile_and_tiny_ones_the_portable_tile() {
+        let mha = |batch, seq, heads| AttnShape {
+            batch,
+            seq_q: seq,
+            seq_kv: seq,
+            heads_q: heads,
+            heads_kv: heads,
+            head_dim: 64,
+        };
+        for p in [Precision::F16, Precision::Bf16] {
+            // The mission shapes: 128 and 64 blocks of 64 rows on 132 SMs.
+            for shape in [mha(2, 512, 8), mha(2, 256, 8)] {
+                let got = default_variant_for_shape(Arch::Sm90a, p, &shape, false, 132);
+                assert_eq!(got, v(HOPPER_M64), "{shape:?}");
+                // Causal and sm_80 keep the portable small tile.
+                let causal = default_variant_for_shape(Arch::Sm90a, p, &shape, true, 132);
+                assert_eq!(causal.family, Family::Portable);
+                let ampere = default_variant_for_shape(Arch::Sm80, p, &shape, false, 108);
+                assert_eq!(ampere.family, Family::Portable);
+            }
+            // One block: the portable tile.
+            let tiny = default_variant_for_shape(Arch::Sm90a, p, &mha(1, 32, 1), false, 132);
+            assert_eq!(tiny.family, Family::Portable);
         }
     }
 
