@@ -628,7 +628,8 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v(DECODE_N32), decode_precisions));
     // Shipped tuned-table entries (tuned/default.json) are registered, so that check and
     // verify cover what dispatch can pick from the table.
-    out.push((v(DECODE_N64_W2), decode_precisions));
+    // D128 only: its entry's head dim, and at D256 its 8-bit decode spills (check).
+    out.push((v(DECODE_N64_W2), |p, d| decode_precisions(p, d) && d <= 128));
     out
 }
 
