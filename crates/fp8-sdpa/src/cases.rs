@@ -5,7 +5,7 @@
 use crate::dtype::Precision;
 use crate::error::Result;
 use crate::inputs::{self, encode, Distribution, Encoded};
-use crate::problem::{AttnShape, Layout};
+use crate::problem::{AttnShape, Layout, VarlenShape};
 use crate::reference::{self, RefOutput};
 use serde::{Deserialize, Serialize};
 
@@ -123,6 +123,171 @@ impl HostCase {
     }
 }
 
+/// What a variable-length case is: packed sequences, precision, mask, inputs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VarlenCaseSpec {
+    /// Sizes and offsets.
+    pub shape: VarlenShape,
+    /// Types.
+    pub precision: Precision,
+    /// Causal mask (bottom-right per sequence).
+    pub causal: bool,
+    /// Input distribution.
+    pub dist: Distribution,
+    /// Generator seed.
+    pub seed: u64,
+    /// Scaled (FP8) inputs: descales per (sequence, head) rather than per head.
+    pub per_sequence_descales: bool,
+}
+
+impl VarlenCaseSpec {
+    /// The dense description of the launch (the sequences as the batch, the longest lengths),
+    /// for reports keyed by dense cases.
+    pub fn launch_case(&self) -> CaseSpec {
+        CaseSpec {
+            shape: self.shape.launch_shape(),
+            precision: self.precision,
+            causal: self.causal,
+            layout: Layout::Bshd,
+            dist: self.dist,
+            seed: self.seed,
+        }
+    }
+}
+
+/// A built variable-length case: packed inputs, as the kernels take them.
+#[derive(Debug, Clone)]
+pub struct HostVarlenCase {
+    /// The spec.
+    pub spec: VarlenCaseSpec,
+    /// Q, K, V packed (`[total, heads, dim]`) as the kernel takes them; descales per head, or
+    /// per (sequence, head) when the spec asks (see [`HostVarlenCase::descale_batch_stride`]).
+    pub enc: [Encoded; 3],
+}
+
+impl HostVarlenCase {
+    /// Generates and encodes the inputs of `spec`.
+    pub fn build(spec: VarlenCaseSpec) -> Result<HostVarlenCase> {
+        spec.shape.check()?;
+        let s = &spec.shape;
+        let d = s.head_dim;
+        let heads = [s.heads_q, s.heads_kv, s.heads_kv];
+        let tokens = [s.total_q(), s.total_k(), s.total_k()];
+        // As in HostCase::build: V keeps unit variance.
+        let dist = |i: usize| match (i, spec.dist) {
+            (2, Distribution::LargeRows) => Distribution::Normal,
+            (_, dist) => dist,
+        };
+        let p = spec.precision;
+        let types = [p.q(), p.kv(), p.kv()];
+        let mut enc = Vec::new();
+        for i in 0..3 {
+            let seed = spec.seed.wrapping_mul(3).wrapping_add(i as u64);
+            let raw = inputs::generate(seed, tokens[i] * heads[i] * d, d, dist(i));
+            let ranges: Vec<_> = (0..s.batch())
+                .map(|b| if i == 0 { s.q_range(b) } else { s.k_range(b) })
+                .collect();
+            enc.push(if spec.per_sequence_descales && types[i].is_scaled() {
+                // Each sequence quantized on its own: descales [batch, heads].
+                let mut all = Encoded {
+                    dtype: types[i],
+                    bytes: Vec::new(),
+                    descales: Some(Vec::new()),
+                };
+                for r in ranges {
+                    let row = heads[i] * d;
+                    let e = encode(
+                        types[i],
+                        &raw[r.start * row..r.end * row],
+                        [1, r.len(), heads[i], d],
+                    )?;
+                    all.bytes.extend(e.bytes);
+                    if let (Some(a), Some(ds)) = (all.descales.as_mut(), e.descales) {
+                        a.extend(ds);
+                    }
+                }
+                all
+            } else {
+                encode(types[i], &raw, [1, tokens[i], heads[i], d])?
+            });
+        }
+        let enc: [Encoded; 3] = enc
+            .try_into()
+            .map_err(|_| crate::Error::InvalidInput("three inputs".into()))?;
+        Ok(HostVarlenCase { spec, enc })
+    }
+
+    /// The descales' batch stride of input `i` (0 Q, 1 K, 2 V): 0 (per head) or its heads
+    /// (per sequence and head).
+    pub fn descale_batch_stride(&self, i: usize) -> usize {
+        let s = &self.spec.shape;
+        match (self.spec.per_sequence_descales, i) {
+            (false, _) => 0,
+            (true, 0) => s.heads_q,
+            (true, _) => s.heads_kv,
+        }
+    }
+
+    /// The float64 reference on exactly what the kernel sees (decoded inputs).
+    pub fn reference_dequantized(&self, scale: f64) -> Result<RefOutput> {
+        let s = &self.spec.shape;
+        let deq = |i: usize| -> Result<Vec<f64>> {
+            let e = &self.enc[i];
+            let heads = if i == 0 { s.heads_q } else { s.heads_kv };
+            let row = heads * s.head_dim * e.dtype.size();
+            let stride = self.descale_batch_stride(i);
+            let mut out = Vec::new();
+            for b in 0..s.batch() {
+                let r = if i == 0 { s.q_range(b) } else { s.k_range(b) };
+                let ds = e.descales.as_deref().map(|d| &d[b * stride..][..heads]);
+                out.extend(reference::dequantize(
+                    e.dtype,
+                    &e.bytes[r.start * row..r.end * row],
+                    ds,
+                    [1, r.len(), heads, s.head_dim],
+                    0,
+                )?);
+            }
+            Ok(out)
+        };
+        reference::attention_varlen(s, &deq(0)?, &deq(1)?, &deq(2)?, scale, self.spec.causal)
+    }
+}
+
+/// A variable-length verification shape: the sequences' (query, key) lengths, heads_q,
+/// heads_kv.
+pub type VarlenVerifyShape = (Vec<(usize, usize)>, usize, usize);
+
+/// The variable-length batches `verify` runs on the portable family: many short sequences
+/// and a few long ones, lengths 0 and 1 among them, queries both fewer and more than keys
+/// (causal rows that see no key), GQA 4, MHA and MQA.
+pub fn varlen_verify_shapes(quick: bool) -> Vec<VarlenVerifyShape> {
+    // Short and ragged, one-token decode steps against long caches, empty sequences.
+    let mixed = vec![
+        (0, 7),
+        (1, 1),
+        (1, 300),
+        (17, 17),
+        (3, 0),
+        (2, 1),
+        (64, 64),
+        (130, 100),
+        (5, 5),
+        (0, 0),
+        (1, 33),
+        (300, 333),
+    ];
+    // 40 short sequences of 1 to 40 tokens with a few more keys each, an empty one, and two
+    // long ones.
+    let mut many: Vec<(usize, usize)> = (1..=40).map(|n| (n, n + (n * 7) % 5)).collect();
+    many.extend([(0, 3), (700, 700), (257, 1000)]);
+    let mut v = vec![(mixed, 8, 2), (many, 2, 2)];
+    if !quick {
+        v.push((vec![(1, 1000), (1000, 1000), (0, 5), (999, 1)], 8, 1));
+    }
+    v
+}
+
 /// Reorders a BSHD-contiguous tensor of `elem`-byte elements into `layout` (contiguous).
 pub fn to_layout(bytes: &[u8], elem: usize, dims: [usize; 4], layout: Layout) -> Vec<u8> {
     permute(bytes, elem, dims, layout, true)
@@ -200,6 +365,42 @@ pub fn decode_verify_shapes(quick: bool) -> Vec<(usize, usize, usize, usize, usi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn varlen_cases_encode_per_head_or_per_sequence() {
+        let shape = VarlenShape::from_lens(&[(3, 5), (0, 2), (2, 0)], 4, 2, 64);
+        for per_sequence_descales in [false, true] {
+            let spec = VarlenCaseSpec {
+                shape: shape.clone(),
+                precision: Precision::Fp8KvBf16,
+                causal: true,
+                dist: crate::inputs::Distribution::Normal,
+                seed: 5,
+                per_sequence_descales,
+            };
+            let c = HostVarlenCase::build(spec).unwrap();
+            assert_eq!(c.enc[0].bytes.len(), 5 * 4 * 64 * 2);
+            assert_eq!(c.enc[1].bytes.len(), 7 * 2 * 64);
+            let ds = c.enc[1].descales.as_ref().unwrap();
+            assert_eq!(ds.len(), if per_sequence_descales { 3 * 2 } else { 2 });
+            assert!(ds.iter().all(|x| x.is_finite() && *x > 0.0), "{ds:?}");
+            assert_eq!(
+                c.descale_batch_stride(1),
+                if per_sequence_descales { 2 } else { 0 }
+            );
+            let r = c.reference_dequantized(0.125).unwrap();
+            assert_eq!((r.o.len(), r.lse.len()), (5 * 4 * 64, 4 * 5));
+            // Sequence 2 has no keys: its rows are 0 with LSE -inf.
+            assert!(r.o[3 * 4 * 64..].iter().all(|&x| x == 0.0));
+            assert_eq!(r.lse[3], f64::NEG_INFINITY);
+        }
+        for (lens, hq, hkv) in varlen_verify_shapes(false) {
+            let s = VarlenShape::from_lens(&lens, hq, hkv, 64);
+            s.check().unwrap();
+            assert!(lens.iter().any(|l| l.0 == 0) && lens.iter().any(|l| l.0 == 1));
+            assert!(s.max_seqlen_q() >= 257, "a long sequence in every shape");
+        }
+    }
 
     #[test]
     fn layout_permutation_round_trips() {

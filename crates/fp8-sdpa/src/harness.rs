@@ -2,12 +2,13 @@
 //! case's layout, output and LSE poisoned with NaN before every run, everything read back,
 //! inputs checked unchanged.
 
-use crate::cases::{from_layout, to_layout, HostCase};
+use crate::cases::{from_layout, to_layout, HostCase, HostVarlenCase};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::problem::AttnParams;
 use crate::runtime::{
-    Attention, CallOptions, Descale, Device, Launched, TensorMut, TensorRef, VecMut, VecRef,
+    Attention, AttentionVarlen, CallOptions, Descale, Device, IdxRef, Launched, TensorMut,
+    TensorRef, VecMut, VecRef,
 };
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use std::sync::Arc;
@@ -21,12 +22,12 @@ pub struct DeviceCase {
     lse: CudaSlice<f32>,
 }
 
-/// What one run produced, in BSHD order.
+/// What one run produced, in BSHD order (a varlen run's O: packed `[total_q, heads_q, dim]`).
 #[derive(Debug, Clone)]
 pub struct RunOutput {
     /// O as f32.
     pub o: Vec<f32>,
-    /// LSE `[batch, heads_q, seq_q]`.
+    /// LSE `[batch, heads_q, seq_q]` (a varlen run's: `[heads_q, total_q]`).
     pub lse: Vec<f32>,
     /// What was launched.
     pub launched: Launched,
@@ -149,6 +150,156 @@ impl DeviceCase {
     pub fn inputs_unchanged(&self, stream: &Arc<CudaStream>) -> Result<bool> {
         for (d, h) in self.inputs.iter().zip(&self.host_inputs) {
             if &stream.clone_dtoh(d).map_err(drv("reading inputs back"))? != h {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// A variable-length case's buffers on the device: packed inputs, offsets, O and LSE.
+pub struct DeviceVarlenCase {
+    inputs: [CudaSlice<u8>; 3],
+    descales: [Option<CudaSlice<f32>>; 3],
+    cu: [CudaSlice<i32>; 2],
+    host_cu: [Vec<i32>; 2],
+    o: CudaSlice<u8>,
+    lse: CudaSlice<f32>,
+}
+
+/// Poisons a device buffer with all-ones bytes (NaN in every float type we write).
+fn poison<T: cudarc::driver::DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    buf: &mut CudaSlice<T>,
+    what: &'static str,
+) -> Result<()> {
+    let n = buf.num_bytes();
+    let (p, _g) = buf.device_ptr_mut(stream);
+    // SAFETY: p is a live allocation of n bytes.
+    unsafe { cudarc::driver::result::memset_d8_async(p, 0xff, n, stream.cu_stream()) }
+        .map_err(drv(what))
+}
+
+impl DeviceVarlenCase {
+    /// Uploads `case`'s packed inputs and offsets and allocates O and LSE.
+    pub fn upload(stream: &Arc<CudaStream>, case: &HostVarlenCase) -> Result<DeviceVarlenCase> {
+        let s = &case.spec.shape;
+        let mut inputs = Vec::new();
+        let mut descales = Vec::new();
+        for e in &case.enc {
+            inputs.push(
+                stream
+                    .clone_htod(&e.bytes)
+                    .map_err(drv("uploading inputs"))?,
+            );
+            descales.push(match &e.descales {
+                Some(d) => Some(stream.clone_htod(d).map_err(drv("uploading descales"))?),
+                None => None,
+            });
+        }
+        let to_i32 = |cu: &[usize]| -> Result<Vec<i32>> {
+            cu.iter()
+                .map(|&x| {
+                    i32::try_from(x)
+                        .map_err(|_| Error::InvalidInput(format!("offset {x} exceeds i32")))
+                })
+                .collect()
+        };
+        let host_cu = [to_i32(&s.cu_seqlens_q)?, to_i32(&s.cu_seqlens_k)?];
+        let cu = [
+            stream
+                .clone_htod(&host_cu[0])
+                .map_err(drv("uploading cu_seqlens_q"))?,
+            stream
+                .clone_htod(&host_cu[1])
+                .map_err(drv("uploading cu_seqlens_k"))?,
+        ];
+        let o = stream
+            .alloc_zeros::<u8>(
+                s.total_q() * s.heads_q * s.head_dim * case.spec.precision.out().size(),
+            )
+            .map_err(drv("allocating O"))?;
+        let lse = stream
+            .alloc_zeros::<f32>(s.heads_q * s.total_q())
+            .map_err(drv("allocating LSE"))?;
+        Ok(DeviceVarlenCase {
+            inputs: inputs
+                .try_into()
+                .map_err(|_| Error::InvalidInput("three inputs".into()))?,
+            descales: descales
+                .try_into()
+                .map_err(|_| Error::InvalidInput("three descales".into()))?,
+            cu,
+            host_cu,
+            o,
+            lse,
+        })
+    }
+
+    /// Poisons O and LSE with NaN, runs the varlen call, reads back: O packed as f32, LSE
+    /// `[heads_q, total_q]`.
+    pub fn run(
+        &mut self,
+        dev: &Device,
+        stream: &Arc<CudaStream>,
+        case: &HostVarlenCase,
+        params: AttnParams,
+        opts: CallOptions,
+    ) -> Result<RunOutput> {
+        let s = &case.spec.shape;
+        let out_t = case.spec.precision.out();
+        poison(stream, &mut self.o, "poisoning O")?;
+        poison(stream, &mut self.lse, "poisoning LSE")?;
+        let (tq, tk, d) = (s.total_q(), s.total_k(), s.head_dim);
+        let launched = {
+            let [q, k, v] = &self.inputs;
+            let st: &CudaStream = stream;
+            let descale = |i: usize| -> Option<Descale<'_>> {
+                self.descales[i].as_ref().map(|ds| Descale {
+                    values: VecRef::new(ds, st),
+                    batch_stride: case.descale_batch_stride(i),
+                })
+            };
+            let a = AttentionVarlen {
+                q: TensorRef::packed(q, st, case.enc[0].dtype, [tq, s.heads_q, d])?,
+                k: TensorRef::packed(k, st, case.enc[1].dtype, [tk, s.heads_kv, d])?,
+                v: TensorRef::packed(v, st, case.enc[2].dtype, [tk, s.heads_kv, d])?,
+                o: TensorMut::packed(&mut self.o, st, out_t, [tq, s.heads_q, d])?,
+                lse: Some(VecMut::new(&mut self.lse, st)),
+                cu_seqlens_q: IdxRef::new(&self.cu[0], st),
+                cu_seqlens_k: IdxRef::new(&self.cu[1], st),
+                max_seqlen_q: s.max_seqlen_q(),
+                max_seqlen_k: s.max_seqlen_k(),
+                q_descale: descale(0),
+                k_descale: descale(1),
+                v_descale: descale(2),
+                params,
+            };
+            dev.attention_varlen(stream, &a, opts)?
+        };
+        stream.synchronize().map_err(drv("running the kernel"))?;
+        let o_bytes = stream.clone_dtoh(&self.o).map_err(drv("reading O"))?;
+        let lse = stream.clone_dtoh(&self.lse).map_err(drv("reading LSE"))?;
+        Ok(RunOutput {
+            o: decode_out(out_t, &o_bytes),
+            lse,
+            launched,
+        })
+    }
+
+    /// Whether the inputs and offsets on the device still equal what was uploaded.
+    pub fn inputs_unchanged(
+        &self,
+        stream: &Arc<CudaStream>,
+        case: &HostVarlenCase,
+    ) -> Result<bool> {
+        for (d, e) in self.inputs.iter().zip(&case.enc) {
+            if stream.clone_dtoh(d).map_err(drv("reading inputs back"))? != e.bytes {
+                return Ok(false);
+            }
+        }
+        for (d, h) in self.cu.iter().zip(&self.host_cu) {
+            if &stream.clone_dtoh(d).map_err(drv("reading offsets back"))? != h {
                 return Ok(false);
             }
         }

@@ -37,5 +37,5 @@ pub mod variant;
 pub use arch::Arch;
 pub use dtype::{DType, Precision};
 pub use error::{Error, Result};
-pub use problem::{AttnParams, AttnShape, Layout};
+pub use problem::{AttnParams, AttnShape, Layout, VarlenShape};
 pub use variant::{Family, KernelSpec, SyncPolicy, Variant};

@@ -98,6 +98,150 @@ impl AttnShape {
     }
 }
 
+/// Sizes of a variable-length batch (FlashAttention's varlen convention): the sequences are
+/// packed one after another, Q as `[total_q, heads_q, head_dim]` and K, V as
+/// `[total_k, heads_kv, head_dim]`, and sequence b is the query tokens
+/// `cu_seqlens_q[b]..cu_seqlens_q[b + 1]` and the keys `cu_seqlens_k[b]..cu_seqlens_k[b + 1]`.
+///
+/// ```
+/// use fp8_sdpa::VarlenShape;
+/// // Three sequences: 5 queries over 5 keys, 1 over 300, none over 12.
+/// let s = VarlenShape::from_lens(&[(5, 5), (1, 300), (0, 12)], 8, 2, 128);
+/// assert_eq!(s.cu_seqlens_q, [0, 5, 6, 6]);
+/// assert_eq!(s.cu_seqlens_k, [0, 5, 305, 317]);
+/// assert_eq!((s.batch(), s.total_q(), s.max_seqlen_k()), (3, 6, 300));
+/// assert_eq!(s.k_range(1), 5..305);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct VarlenShape {
+    /// `[batch + 1]` query-token offsets: 0, then running totals.
+    pub cu_seqlens_q: Vec<usize>,
+    /// `[batch + 1]` key offsets.
+    pub cu_seqlens_k: Vec<usize>,
+    /// Query heads.
+    pub heads_q: usize,
+    /// Key/value heads; `heads_q % heads_kv == 0`.
+    pub heads_kv: usize,
+    /// Head dimension.
+    pub head_dim: usize,
+}
+
+impl VarlenShape {
+    /// The shape of sequences with these (query, key) lengths.
+    pub fn from_lens(
+        lens: &[(usize, usize)],
+        heads_q: usize,
+        heads_kv: usize,
+        head_dim: usize,
+    ) -> VarlenShape {
+        let running = |f: fn(&(usize, usize)) -> usize| {
+            std::iter::once(0)
+                .chain(lens.iter().scan(0, move |t, l| {
+                    *t += f(l);
+                    Some(*t)
+                }))
+                .collect()
+        };
+        VarlenShape {
+            cu_seqlens_q: running(|l| l.0),
+            cu_seqlens_k: running(|l| l.1),
+            heads_q,
+            heads_kv,
+            head_dim,
+        }
+    }
+    /// Sequences.
+    pub fn batch(&self) -> usize {
+        self.cu_seqlens_q.len().saturating_sub(1)
+    }
+    /// Query tokens of all sequences.
+    pub fn total_q(&self) -> usize {
+        self.cu_seqlens_q.last().copied().unwrap_or(0)
+    }
+    /// Keys of all sequences.
+    pub fn total_k(&self) -> usize {
+        self.cu_seqlens_k.last().copied().unwrap_or(0)
+    }
+    /// Sequence b's query tokens in the packed Q.
+    pub fn q_range(&self, b: usize) -> std::ops::Range<usize> {
+        self.cu_seqlens_q[b]..self.cu_seqlens_q[b + 1]
+    }
+    /// Sequence b's keys in the packed K and V.
+    pub fn k_range(&self, b: usize) -> std::ops::Range<usize> {
+        self.cu_seqlens_k[b]..self.cu_seqlens_k[b + 1]
+    }
+    /// The longest sequence's query tokens.
+    pub fn max_seqlen_q(&self) -> usize {
+        (0..self.batch())
+            .map(|b| self.q_range(b).len())
+            .max()
+            .unwrap_or(0)
+    }
+    /// The longest sequence's keys.
+    pub fn max_seqlen_k(&self) -> usize {
+        (0..self.batch())
+            .map(|b| self.k_range(b).len())
+            .max()
+            .unwrap_or(0)
+    }
+    /// Sequence b as a dense shape of batch 1.
+    pub fn sequence(&self, b: usize) -> AttnShape {
+        AttnShape::new(
+            1,
+            self.q_range(b).len(),
+            self.k_range(b).len(),
+            self.heads_q,
+            self.heads_kv,
+            self.head_dim,
+        )
+    }
+    /// The dense shape a varlen call is launched as: the sequences as the batch, the longest
+    /// lengths as seq_q and seq_kv.
+    pub fn launch_shape(&self) -> AttnShape {
+        AttnShape::new(
+            self.batch(),
+            self.max_seqlen_q(),
+            self.max_seqlen_k(),
+            self.heads_q,
+            self.heads_kv,
+            self.head_dim,
+        )
+    }
+    /// (query, key) pairs that take part, over every sequence and query head.
+    pub fn attended_pairs(&self, causal: bool) -> u64 {
+        (0..self.batch())
+            .map(|b| self.sequence(b).attended_pairs(causal))
+            .sum()
+    }
+    /// Checks the offsets (equal counts, at least one sequence, starting at 0, never
+    /// decreasing) and the heads (`heads_q` a multiple of `heads_kv > 0`).
+    pub fn check(&self) -> crate::Result<()> {
+        let bad = |m: String| Err(crate::Error::InvalidInput(m));
+        if self.heads_kv == 0 || !self.heads_q.is_multiple_of(self.heads_kv) {
+            return bad(format!(
+                "heads_q {} must be a multiple of heads_kv {} (and heads_kv > 0)",
+                self.heads_q, self.heads_kv
+            ));
+        }
+        if self.cu_seqlens_q.len() < 2 || self.cu_seqlens_k.len() != self.cu_seqlens_q.len() {
+            return bad(format!(
+                "cu_seqlens_q has {} offsets and cu_seqlens_k {}; both need batch + 1 >= 2",
+                self.cu_seqlens_q.len(),
+                self.cu_seqlens_k.len()
+            ));
+        }
+        for (name, cu) in [
+            ("cu_seqlens_q", &self.cu_seqlens_q),
+            ("cu_seqlens_k", &self.cu_seqlens_k),
+        ] {
+            if cu[0] != 0 || cu.windows(2).any(|w| w[1] < w[0]) {
+                return bad(format!("{name} {cu:?} must start at 0 and never decrease"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Memory order of a 4-d tensor whose logical order is (batch, seq, head, dim).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -7,16 +7,18 @@
 //! `h / (heads_q / heads_kv)`, and a NaN anywhere in what a row reads makes that row NaN.
 
 use crate::fp8::{self, e4m3};
+use crate::problem::VarlenShape;
 use crate::{AttnShape, DType, Error, Result};
 use rayon::prelude::*;
 
 /// The reference's results.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RefOutput {
-    /// Attention output, BSHD `[batch, seq_q, heads_q, head_dim]`.
+    /// Attention output, BSHD `[batch, seq_q, heads_q, head_dim]` (varlen: packed
+    /// `[total_q, heads_q, head_dim]`).
     pub o: Vec<f64>,
-    /// Per-row log-sum-exp of the scaled scores, `[batch, heads_q, seq_q]`, natural log;
-    /// −inf for a row that sees no key.
+    /// Per-row log-sum-exp of the scaled scores, `[batch, heads_q, seq_q]` (varlen:
+    /// `[heads_q, total_q]`), natural log; −inf for a row that sees no key.
     pub lse: Vec<f64>,
 }
 
@@ -96,40 +98,7 @@ pub fn attention(
             for i in 0..seq_q {
                 let qi = &q[((b * seq_q + i) * heads_q + h) * d..][..d];
                 let n = visible_keys(i, seq_q, seq_kv, causal);
-                if n == 0 {
-                    continue; // fully masked: O = 0, LSE = -inf
-                }
-                let s = &mut s[..n];
-                for (j, sj) in s.iter_mut().enumerate() {
-                    let kj = &kh[j * d..][..d];
-                    *sj = scale * qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f64>();
-                }
-                // Row max that keeps NaN: f64::max would drop it and hide a NaN score.
-                let m = s.iter().fold(
-                    f64::NEG_INFINITY,
-                    |m, &x| {
-                        if x.is_nan() || x > m {
-                            x
-                        } else {
-                            m
-                        }
-                    },
-                );
-                let oi = &mut o[i * d..][..d];
-                let mut l = 0f64;
-                for (j, &sj) in s.iter().enumerate() {
-                    let p = (sj - m).exp();
-                    l += p;
-                    // 0 · NaN is NaN, so a NaN in a visible V row reaches the output even
-                    // where its weight underflowed to zero.
-                    for (oc, &vc) in oi.iter_mut().zip(&vh[j * d..][..d]) {
-                        *oc += p * vc;
-                    }
-                }
-                for oc in oi.iter_mut() {
-                    *oc /= l;
-                }
-                lse[i] = m + l.ln();
+                lse[i] = attend_row(qi, &kh, &vh, n, scale, &mut s, &mut o[i * d..][..d]);
             }
             (o, lse)
         })
@@ -144,6 +113,120 @@ pub fn attention(
             o[at..at + d].copy_from_slice(&oh[i * d..][..d]);
         }
         lse.extend_from_slice(&lh); // [b, h, seq_q] order is the task order
+    }
+    Ok(RefOutput { o, lse })
+}
+
+/// One query row `qi` against the first `n` rows of a head's gathered keys `kh` and values
+/// `vh` (`[keys, d]`, d = `qi.len()`): writes the output row to `oi` (left 0 when `n` is 0)
+/// and returns the LSE (−inf when `n` is 0). `s` is scratch of at least `n` scores.
+fn attend_row(
+    qi: &[f64],
+    kh: &[f64],
+    vh: &[f64],
+    n: usize,
+    scale: f64,
+    s: &mut [f64],
+    oi: &mut [f64],
+) -> f64 {
+    let d = qi.len();
+    if n == 0 {
+        return f64::NEG_INFINITY; // fully masked: O = 0, LSE = -inf
+    }
+    let s = &mut s[..n];
+    for (j, sj) in s.iter_mut().enumerate() {
+        let kj = &kh[j * d..][..d];
+        *sj = scale * qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f64>();
+    }
+    // Row max that keeps NaN: f64::max would drop it and hide a NaN score.
+    let m = s.iter().fold(
+        f64::NEG_INFINITY,
+        |m, &x| {
+            if x.is_nan() || x > m {
+                x
+            } else {
+                m
+            }
+        },
+    );
+    let mut l = 0f64;
+    for (j, &sj) in s.iter().enumerate() {
+        let p = (sj - m).exp();
+        l += p;
+        // 0 · NaN is NaN, so a NaN in a visible V row reaches the output even where its
+        // weight underflowed to zero.
+        for (oc, &vc) in oi.iter_mut().zip(&vh[j * d..][..d]) {
+            *oc += p * vc;
+        }
+    }
+    for oc in oi.iter_mut() {
+        *oc /= l;
+    }
+    m + l.ln()
+}
+
+/// Attention over a variable-length batch in f64 ([`VarlenShape`]: FlashAttention's varlen
+/// convention). `q` is packed `[total_q, heads_q, head_dim]`, `k` and `v`
+/// `[total_k, heads_kv, head_dim]`; sequence b is the query tokens
+/// `cu_seqlens_q[b]..cu_seqlens_q[b + 1]` and the keys `cu_seqlens_k[b]..cu_seqlens_k[b + 1]`,
+/// and attends to its own keys only, causal aligned bottom-right per sequence. The output is
+/// packed like `q`, the LSE is `[heads_q, total_q]`. Errors as [`attention`] does, and on
+/// offsets that are not a valid varlen batch ([`VarlenShape::check`]).
+pub fn attention_varlen(
+    shape: &VarlenShape,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    scale: f64,
+    causal: bool,
+) -> Result<RefOutput> {
+    shape.check()?;
+    let (hq, hkv, d) = (shape.heads_q, shape.heads_kv, shape.head_dim);
+    let (total_q, total_k) = (shape.total_q(), shape.total_k());
+    for (name, got, want) in [
+        ("q", q.len(), total_q * hq * d),
+        ("k", k.len(), total_k * hkv * d),
+        ("v", v.len(), total_k * hkv * d),
+    ] {
+        if got != want {
+            return Err(Error::InvalidInput(format!(
+                "{name} has {got} elements, the packed varlen shape needs {want}"
+            )));
+        }
+    }
+    let group = hq / hkv;
+    // One task per (sequence, query head): its rows of O and its LSEs.
+    let per_head: Vec<(Vec<f64>, Vec<f64>)> = (0..shape.batch() * hq)
+        .into_par_iter()
+        .map(|bh| {
+            let (b, h) = (bh / hq, bh % hq);
+            let (qs, ks) = (shape.q_range(b), shape.k_range(b));
+            let (lq, lk) = (qs.len(), ks.len());
+            let gather = |t: &[f64]| -> Vec<f64> {
+                ks.clone()
+                    .flat_map(|j| t[(j * hkv + h / group) * d..][..d].iter().copied())
+                    .collect()
+            };
+            let (kh, vh) = (gather(k), gather(v));
+            let mut o = vec![0f64; lq * d];
+            let mut lse = vec![f64::NEG_INFINITY; lq];
+            let mut s = vec![0f64; lk];
+            for (i, tok) in qs.enumerate() {
+                let qi = &q[(tok * hq + h) * d..][..d];
+                let n = visible_keys(i, lq, lk, causal);
+                lse[i] = attend_row(qi, &kh, &vh, n, scale, &mut s, &mut o[i * d..][..d]);
+            }
+            (o, lse)
+        })
+        .collect();
+    let mut o = vec![0f64; total_q * hq * d];
+    let mut lse = vec![f64::NEG_INFINITY; hq * total_q];
+    for (bh, (oh, lh)) in per_head.into_iter().enumerate() {
+        let (b, h) = (bh / hq, bh % hq);
+        for (i, tok) in shape.q_range(b).enumerate() {
+            o[(tok * hq + h) * d..][..d].copy_from_slice(&oh[i * d..][..d]);
+            lse[h * total_q + tok] = lh[i];
+        }
     }
     Ok(RefOutput { o, lse })
 }
@@ -463,6 +546,115 @@ mod tests {
         assert!(attention(&s, &[0.0; 8], &[0.0; 4], &[0.0; 3], 1.0, false).is_err());
         let s = shape(1, 2, 2, 2, 0, 2);
         assert!(attention(&s, &[0.0; 8], &[], &[], 1.0, false).is_err());
+    }
+
+    /// Sequence b's rows `[len, heads, d]` of a packed tensor of `heads` heads.
+    fn rows(t: &[f64], r: std::ops::Range<usize>, heads: usize, d: usize) -> Vec<f64> {
+        t[r.start * heads * d..r.end * heads * d].to_vec()
+    }
+
+    #[test]
+    fn varlen_matches_the_dense_reference_per_sequence() {
+        // Many short sequences (lengths 0 and 1 among them) and a few long ones, queries
+        // both fewer and more than keys, GQA 4 and MHA, causal and not.
+        let lens = [
+            (0, 5),
+            (1, 1),
+            (3, 17),
+            (1, 0),
+            (40, 33),
+            (17, 17),
+            (0, 0),
+            (2, 64),
+            (65, 70),
+            (5, 2),
+        ];
+        for (n, (hq, hkv, causal)) in [(8, 2, true), (8, 2, false), (3, 3, true), (4, 1, false)]
+            .into_iter()
+            .enumerate()
+        {
+            let s = VarlenShape::from_lens(&lens, hq, hkv, 8);
+            let seed = 1000 + 10 * n as u64;
+            let q = random(seed, s.total_q() * hq * 8);
+            let k = random(seed + 1, s.total_k() * hkv * 8);
+            let v = random(seed + 2, s.total_k() * hkv * 8);
+            let got = attention_varlen(&s, &q, &k, &v, 0.4, causal).unwrap();
+            assert_eq!(got.o.len(), q.len());
+            assert_eq!(got.lse.len(), hq * s.total_q());
+            for b in 0..s.batch() {
+                let (qr, kr) = (s.q_range(b), s.k_range(b));
+                let want = attention(
+                    &s.sequence(b),
+                    &rows(&q, qr.clone(), hq, 8),
+                    &rows(&k, kr.clone(), hkv, 8),
+                    &rows(&v, kr, hkv, 8),
+                    0.4,
+                    causal,
+                )
+                .unwrap();
+                // Packed O rows are the sequence's BSHD rows; its LSE [1, hq, len] lands at
+                // [h, cu_q[b] + i].
+                assert_eq!(
+                    rows(&got.o, qr.clone(), hq, 8),
+                    want.o,
+                    "case {n} seq {b} O"
+                );
+                for h in 0..hq {
+                    for (i, tok) in qr.clone().enumerate() {
+                        let (a, w) = (got.lse[h * s.total_q() + tok], want.lse[h * qr.len() + i]);
+                        assert!(a == w, "case {n} seq {b} head {h} row {i}: {a} vs {w}");
+                    }
+                }
+            }
+            // Rows of sequences without keys, and causal rows past their keys, are 0 / -inf.
+            let r = s.q_range(3); // (1, 0)
+            assert!(rows(&got.o, r.clone(), hq, 8).iter().all(|&x| x == 0.0));
+            assert_eq!(got.lse[r.start], f64::NEG_INFINITY);
+        }
+    }
+
+    #[test]
+    fn varlen_of_equal_lengths_is_the_dense_batch() {
+        // Packed [B·S, H, D] is BSHD's memory order; only the LSE's order differs.
+        let dense = shape(3, 6, 9, 4, 2, 8);
+        let s = VarlenShape::from_lens(&[(6, 9); 3], 4, 2, 8);
+        let q = random(7, dense.q_len());
+        let k = random(8, dense.kv_len());
+        let v = random(9, dense.kv_len());
+        for causal in [false, true] {
+            let a = attention(&dense, &q, &k, &v, 0.3, causal).unwrap();
+            let b = attention_varlen(&s, &q, &k, &v, 0.3, causal).unwrap();
+            assert_eq!(a.o, b.o);
+            for (bi, h, i) in triples(3, 4, 6) {
+                assert_eq!(a.lse[(bi * 4 + h) * 6 + i], b.lse[h * 18 + bi * 6 + i]);
+            }
+        }
+    }
+
+    fn triples(a: usize, b: usize, c: usize) -> Vec<(usize, usize, usize)> {
+        (0..a)
+            .flat_map(|x| (0..b).flat_map(move |y| (0..c).map(move |z| (x, y, z))))
+            .collect()
+    }
+
+    #[test]
+    fn varlen_rejects_bad_offsets_and_sizes() {
+        let good = VarlenShape::from_lens(&[(2, 3), (1, 1)], 2, 1, 4);
+        let (q, kv) = (vec![0.0; 3 * 2 * 4], vec![0.0; 4 * 4]);
+        assert!(attention_varlen(&good, &q, &kv, &kv, 1.0, false).is_ok());
+        let mut s = good.clone();
+        s.cu_seqlens_q = vec![0, 3, 2];
+        assert!(attention_varlen(&s, &q, &kv, &kv, 1.0, false).is_err());
+        let mut s = good.clone();
+        s.cu_seqlens_k = vec![1, 3, 4];
+        assert!(attention_varlen(&s, &q, &kv, &kv, 1.0, false).is_err());
+        let mut s = good.clone();
+        s.cu_seqlens_k.pop();
+        assert!(attention_varlen(&s, &q, &kv, &kv, 1.0, false).is_err());
+        assert!(attention_varlen(&good, &q[1..], &kv, &kv, 1.0, false).is_err());
+        let mut s = good;
+        s.heads_kv = 3;
+        assert!(attention_varlen(&s, &q, &kv, &kv, 1.0, false).is_err());
     }
 
     #[test]

@@ -4,12 +4,16 @@
 //! `--layout bhsd`), typed F16, BF16, F8_E4M3 or U8 (U8 = the seeds' simulated FP8); for
 //! scaled types `q_descale`, `k_descale`, `v_descale` as F32 of shape `[heads]` (broadcast
 //! over the batch) or `[batch, heads]`. Paged ([`PagedFile`]): `q` as above with a paged KV
-//! cache in place of `k` and `v`. Outputs: `o` in the inputs' layout and the path's output
-//! type, and `lse` (F32 `[batch, heads_q, seq_q]`) when asked.
+//! cache in place of `k` and `v`. Variable-length ([`VarlenFile`]): packed 3-d `q`, `k`, `v`
+//! with `cu_seqlens_q`, `cu_seqlens_k`. Outputs: `o` in the inputs' layout and the path's output
+//! type, and `lse` (F32 `[batch, heads_q, seq_q]`) when asked; varlen: `o`
+//! `[total_q, heads_q, dim]` and `lse` `[heads_q, total_q]` ([`write_varlen`]).
 
 mod paged;
+mod varlen;
 
 pub use paged::PagedFile;
+pub use varlen::VarlenFile;
 
 use fp8_sdpa::{DType, Layout};
 use safetensors::{Dtype, SafeTensors};
@@ -50,6 +54,8 @@ pub enum AttnInput {
     Contiguous(AttnFile),
     /// `q` and a paged KV cache.
     Paged(PagedFile),
+    /// Packed sequences with offsets.
+    Varlen(VarlenFile),
 }
 
 impl AttnInput {
@@ -58,6 +64,7 @@ impl AttnInput {
         match self {
             AttnInput::Contiguous(f) => &f.qkv[0],
             AttnInput::Paged(p) => &p.q,
+            AttnInput::Varlen(v) => &v.qkv[0],
         }
     }
 
@@ -66,6 +73,7 @@ impl AttnInput {
         match self {
             AttnInput::Contiguous(f) => f.qkv[1].dtype,
             AttnInput::Paged(p) => p.k_cache.dtype,
+            AttnInput::Varlen(v) => v.qkv[1].dtype,
         }
     }
 }
@@ -81,12 +89,15 @@ fn dtype_of(name: &str, d: Dtype) -> Result<DType, String> {
 }
 
 /// Parses and checks an input file: the paged form when any of its tensors is present, else
-/// the contiguous form. Errors name the tensor and the problem.
+/// the varlen form when an offset array is, else the contiguous form. Errors name the tensor
+/// and the problem.
 pub fn parse(buffer: &[u8], layout: Layout) -> Result<AttnInput, String> {
     let st = SafeTensors::deserialize(buffer)
         .map_err(|e| format!("not a valid safetensors file: {e}"))?;
     if paged::NAMES.iter().any(|n| has(&st, n)) {
         paged::parse(&st, layout).map(AttnInput::Paged)
+    } else if varlen::NAMES.iter().any(|n| has(&st, n)) {
+        varlen::parse(&st, layout).map(AttnInput::Varlen)
     } else {
         contiguous(&st, layout).map(AttnInput::Contiguous)
     }
@@ -223,6 +234,37 @@ pub fn write(
     safetensors::serialize(views, None).map_err(|e| e.to_string())
 }
 
+/// Serializes a varlen call's outputs: `o` `[total_q, heads_q, dim]` (dtype `o_dtype`) and
+/// optionally `lse` `[heads_q, total_q]`.
+pub fn write_varlen(
+    o: &[u8],
+    o_dtype: DType,
+    [total_q, heads_q, dim]: [usize; 3],
+    lse: Option<&[f32]>,
+) -> Result<Vec<u8>, String> {
+    use safetensors::tensor::TensorView;
+    let st_dtype = match o_dtype {
+        DType::F16 => Dtype::F16,
+        DType::Bf16 => Dtype::BF16,
+        other => return Err(format!("output dtype {other} cannot be written")),
+    };
+    let lse_bytes: Vec<u8> = lse
+        .map(|l| l.iter().flat_map(|x| x.to_le_bytes()).collect())
+        .unwrap_or_default();
+    let mut views = vec![(
+        "o".to_string(),
+        TensorView::new(st_dtype, vec![total_q, heads_q, dim], o).map_err(|e| e.to_string())?,
+    )];
+    if lse.is_some() {
+        views.push((
+            "lse".to_string(),
+            TensorView::new(Dtype::F32, vec![heads_q, total_q], &lse_bytes)
+                .map_err(|e| e.to_string())?,
+        ));
+    }
+    safetensors::serialize(views, None).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +289,7 @@ mod tests {
         match parse(f, layout).unwrap() {
             AttnInput::Contiguous(a) => a,
             AttnInput::Paged(_) => panic!("a file with k and v parsed as paged"),
+            AttnInput::Varlen(_) => panic!("a file without offsets parsed as varlen"),
         }
     }
 

@@ -225,9 +225,31 @@ impl Compiler {
 
     /// Validates and compiles `spec` for `arch`.
     pub fn compile(&self, spec: &KernelSpec, arch: Arch) -> Result<Compiled> {
+        self.compile_mode(spec, arch, false)
+    }
+
+    /// Like [`Compiler::compile`], in the portable family's variable-length mode
+    /// (`SDPA_VARLEN`: packed sequences cut out by offsets, see `runtime::varlen`): a module
+    /// of its own, built only for varlen calls, so that the dense kernels stay as they are.
+    /// Other families have no such mode (an [`crate::Error::Unsupported`]).
+    pub fn compile_varlen(&self, spec: &KernelSpec, arch: Arch) -> Result<Compiled> {
+        if spec.variant.family != crate::variant::Family::Portable {
+            return Err(crate::error::Error::Unsupported(format!(
+                "{}: only the portable family has a variable-length mode",
+                spec.key()
+            )));
+        }
+        self.compile_mode(spec, arch, true)
+    }
+
+    fn compile_mode(&self, spec: &KernelSpec, arch: Arch, varlen: bool) -> Result<Compiled> {
         spec.validate(arch)?;
         let src = kernels::source_or_err(spec.variant.family, spec.precision)?;
-        let m = self.compile_source(&src, &spec.defines(), arch)?;
+        let mut defines = spec.defines();
+        if varlen {
+            defines.push(("SDPA_VARLEN".into(), "1".into()));
+        }
+        let m = self.compile_source(&src, &defines, arch)?;
         // A missing report must not read as "zero registers, no spills": that would pass the gates.
         let resources = m
             .resources

@@ -9,7 +9,13 @@
 //    simulated FP8, whose decode is (u - 128);
 //  - causal masking is aligned bottom-right: query i sees key j iff j <= i + seq_kv - seq_q;
 //    a query row that sees no key gets O = 0 and LSE = -inf;
-//  - lse, when non-null, is fp32 [batch, heads_q, seq_q], natural log.
+//  - lse, when non-null, is fp32 [batch, heads_q, seq_q], natural log;
+//  - variable-length batches (the portable family's SDPA_VARLEN mode): Q and O are
+//    packed [total_q, heads_q, dim], K and V [total_k, heads_kv, dim], and sequence b is the
+//    tokens [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of Q/O and [cu_seqlens_k[b],
+//    cu_seqlens_k[b + 1]) of K/V (FlashAttention's varlen convention); batch strides are 0,
+//    seq_q and seq_kv are the longest sequences (the grid's extent), causal aligns each
+//    sequence bottom-right, and lse is [heads_q, total_q]. Null for dense calls.
 #pragma once
 
 struct SdpaParams {
@@ -30,4 +36,9 @@ struct SdpaParams {
     int kv_descale_stride_b;  // 0 (broadcast over batch) or heads_kv
     float scale;              // softmax scale
     float scale_log2;         // scale * log2(e): scores are kept in base 2
+    // Variable-length batches (see above); appended last so that the other fields keep their
+    // offsets in every kernel.
+    const int* cu_seqlens_q;  // [batch + 1] token offsets into Q/O (varlen), else null
+    const int* cu_seqlens_k;  // [batch + 1] token offsets into K/V
+    int total_q, total_k;     // tokens of the packed tensors (the offsets are clamped to them)
 };

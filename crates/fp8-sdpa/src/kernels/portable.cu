@@ -31,6 +31,10 @@
 // (heads_q, G, sections · m_blocks) in causal order within sections of G batches (run_role,
 // causal_work_at); persistent (n, 1, 1) blocks striding over tile indices (work_at). All
 // visit the heaviest m-blocks first under causal.
+//
+// Variable-length batches (SDPA_VARLEN; cu_seqlens_q, abi.cuh): the same grids over the
+// longest sequence; each work tile becomes a dense problem of its own sequence first
+// (varlen_view). Not in the stream (persistent decoupled sync).
 #include "prims.cuh"
 #include "abi.cuh"
 
@@ -110,6 +114,14 @@ constexpr bool STREAM = DECOUPLED && PERSISTENT;
 // computes only the fragments a step does not mask entirely (compute_tile<1>: the second).
 // Without it the bottom warps carry the diagonal while the top ones idle.
 constexpr bool PAIRED = SDPA_PAIRED_ROWS != 0;
+// Variable-length batches: a compile mode of its own, built only for varlen calls
+// (runtime/varlen.rs). As a runtime branch on cu_seqlens_q, the per-sequence bases and lengths
+// (loaded, so no longer rematerializable from the parameters) cost the dense kernels 4-12
+// registers and made 12 registered specs spill; compiled out, the dense kernels are unchanged.
+#ifndef SDPA_VARLEN
+#define SDPA_VARLEN 0
+#endif
+constexpr bool VARLEN = SDPA_VARLEN != 0;
 constexpr bool Q_IN_REGS = (R == 1 && D <= 128) || (STREAM && D == 64);
 
 typedef Tile16<D * 2, SWZ> T16;         // 16-bit tiles: Q, K/V (16-bit inputs), staging
@@ -210,6 +222,7 @@ static_assert(!FRAG || ((D <= 128 || R == 1) && TC_PV && CP_ASYNC && SWZ && !DEC
               "fragment decode: D 64 or 128 (256 at 16 rows per warp), tensor-core P·V, cp.async, swizzle, light or block sync");
 static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && TC_PV),
               "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages");
+static_assert(!VARLEN || !STREAM, "variable-length batches: not the stream");
 }  // namespace cfg
 using namespace cfg;
 
@@ -287,6 +300,25 @@ __device__ __forceinline__ Work make_work(const SdpaParams& p, int mb, int hq, i
     w.ks = p.k_stride_s * (long long)sizeof(kv_t);
     w.vs = p.v_stride_s * (long long)sizeof(kv_t);
     return w;
+}
+
+// Variable-length batches: sequence b as a dense problem of its own. The bases move to its
+// first token (the host passes batch strides of 0) and seq_q, seq_kv become its lengths, so
+// every bounds and mask rule (causal bottom-right included) holds per sequence unchanged. The
+// offsets are clamped to the packed tensors: offsets the host did not check cannot reach
+// outside them. Returns false for an m-block past the sequence's end (the grid covers the
+// longest).
+__device__ __forceinline__ bool varlen_view(SdpaParams& p, int b, int mb) {
+    const int q0 = min(max(p.cu_seqlens_q[b], 0), p.total_q), q1 = min(max(p.cu_seqlens_q[b + 1], q0), p.total_q);
+    const int k0 = min(max(p.cu_seqlens_k[b], 0), p.total_k), k1 = min(max(p.cu_seqlens_k[b + 1], k0), p.total_k);
+    p.q = (const q_t*)p.q + q0 * p.q_stride_s;
+    p.o = (o_t*)p.o + q0 * p.o_stride_s;
+    p.k = (const kv_t*)p.k + k0 * p.k_stride_s;
+    p.v = (const kv_t*)p.v + k0 * p.v_stride_s;
+    if (p.lse) p.lse += q0;  // [heads_q, total_q] (write_out)
+    p.seq_q = q1 - q0;
+    p.seq_kv = k1 - k0;
+    return mb * BM < p.seq_q;
 }
 
 // Issue the copies of K/V tile `j` into ring slot `slot`, by NTH threads counted from `tid`.
@@ -933,9 +965,13 @@ __device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, co
                     for (int dt = 0; dt < D / 8; ++dt)
                         stg_u32(orow + 8 * dt + 2 * t, pack2<o_t>(ws.o[mi][dt][2 * h] * inv, ws.o[mi][dt][2 * h + 1] * inv));
                 }
-                if (p.lse && t == 0)
-                    p.lse[((long long)w.b * p.heads_q + w.hq) * p.seq_q + row] =
-                        empty ? -SDPA_INF : (ws.m[mi][h] + log2f(l)) * 0.6931471805599453f;
+                if (p.lse && t == 0) {
+                    // [batch, heads_q, seq_q]; varlen [heads_q, total_q] from the sequence's
+                    // first token (varlen_view).
+                    const long long at = VARLEN ? (long long)w.hq * p.total_q + row
+                                                : ((long long)w.b * p.heads_q + w.hq) * p.seq_q + row;
+                    p.lse[at] = empty ? -SDPA_INF : (ws.m[mi][h] + log2f(l)) * 0.6931471805599453f;
+                }
             }
         }
 }
@@ -1452,7 +1488,12 @@ __device__ __forceinline__ void run_blocks(u8* smem, const SdpaParams& p) {
         const int tiles = m_blocks * p.heads_q * p.batch;
         for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
             const Work w = work_at(p, t, m_blocks);
-            consume(smem, p, w, it);
+            if constexpr (VARLEN) {
+                SdpaParams v = p;  // the tile's sequence (a block-uniform skip)
+                if (varlen_view(v, w.b, w.m0 / BM)) consume(smem, v, make_work(v, w.m0 / BM, w.hq, w.b), it);
+            } else {
+                consume(smem, p, w, it);
+            }
         }
     } else {
         // Causal: grid (heads_q, G, sections · m_blocks) over sections of G batches (the last
@@ -1466,7 +1507,13 @@ __device__ __forceinline__ void run_blocks(u8* smem, const SdpaParams& p) {
         } else {
             w = make_work(p, blockIdx.x, blockIdx.y, blockIdx.z);
         }
-        consume(smem, p, w, it);
+        if constexpr (VARLEN) {
+            SdpaParams v = p;  // the block's sequence, none past its end
+            if (!varlen_view(v, w.b, w.m0 / BM)) return;
+            consume(smem, v, make_work(v, w.m0 / BM, w.hq, w.b), it);
+        } else {
+            consume(smem, p, w, it);
+        }
     }
 }
 

@@ -356,6 +356,21 @@ fn portable_default(arch: Arch, precision: Precision, head_dim: u32, causal: boo
     v(key)
 }
 
+/// The variant a variable-length call runs when the caller does not choose (issue 31): only
+/// the portable family reads packed sequences so far, and not its persistent decoupled sync
+/// (the stream), so this is the arch's portable default for the class with the FP8-KV D64
+/// streams swapped for the registered non-persistent tiles of the same classes (the 256-row
+/// tile without the stream; causal, the fragment-decode tile of causal S <= 2k). Not yet
+/// measured for speed on varlen batches.
+pub fn varlen_default(arch: Arch, precision: Precision, head_dim: u32, causal: bool) -> Variant {
+    let base = portable_default(arch, precision, head_dim, causal);
+    match base.key().as_str() {
+        KV8_STREAM_D64 => v(KV8_D64),
+        KV8_STREAM_D64_SMALL => v(KV8_FRAG_D64),
+        _ => base,
+    }
+}
+
 /// Work tiles of a portable variant on `shape`: the blocks a non-persistent one launches
 /// (geometry.rs's grid).
 fn grid_blocks(variant: &Variant, shape: &AttnShape) -> u64 {

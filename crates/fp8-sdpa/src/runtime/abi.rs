@@ -36,6 +36,15 @@ pub struct SdpaParams {
     pub kv_descale_stride_b: i32,
     pub scale: f32,
     pub scale_log2: f32,
+    /// Variable-length batches (the portable kernels' varlen mode): i32 `[batch + 1]` token
+    /// offsets into Q/O; 0 for dense calls.
+    pub cu_seqlens_q: u64,
+    /// i32 `[batch + 1]` token offsets into K/V (varlen), else 0.
+    pub cu_seqlens_k: u64,
+    /// Tokens of the packed Q/O (varlen), else 0.
+    pub total_q: i32,
+    /// Tokens of the packed K/V (varlen), else 0.
+    pub total_k: i32,
 }
 
 // SAFETY: plain-old-data with C layout, mirrored by the CUDA struct; passed by value.
@@ -68,14 +77,19 @@ mod tests {
 
     #[test]
     fn layout_matches_the_cuda_struct() {
-        // 8 pointers + 12 strides (8 bytes each) + 7 ints + 2 floats = 160 + 36 = 196, padded to 8.
-        assert_eq!(std::mem::size_of::<SdpaParams>(), 200);
+        // 8 pointers + 12 strides (8 bytes each) + 7 ints + 2 floats = 160 + 36 = 196, padded to
+        // 200; then the varlen fields: 2 pointers at 200 and 208, 2 ints at 216 and 220.
+        assert_eq!(std::mem::size_of::<SdpaParams>(), 224);
         assert_eq!(std::mem::align_of::<SdpaParams>(), 8);
         let p = SdpaParams::default();
         let base = &p as *const _ as usize;
         assert_eq!(&p.q_stride_b as *const _ as usize - base, 64);
         assert_eq!(&p.batch as *const _ as usize - base, 160);
         assert_eq!(&p.scale_log2 as *const _ as usize - base, 192);
+        assert_eq!(&p.cu_seqlens_q as *const _ as usize - base, 200);
+        assert_eq!(&p.cu_seqlens_k as *const _ as usize - base, 208);
+        assert_eq!(&p.total_q as *const _ as usize - base, 216);
+        assert_eq!(&p.total_k as *const _ as usize - base, 220);
     }
 
     #[test]

@@ -59,7 +59,9 @@ pub struct CallOptions {
     /// Which kernel.
     pub kernel: KernelChoice,
     /// Read the descales back and check they are finite and > 0 (synchronizes the stream).
-    /// On by default; benchmarks turn it off after a first checked call.
+    /// On by default; benchmarks turn it off after a first checked call. Paged calls read
+    /// their block table and lengths back with it, varlen calls their offsets
+    /// ([`Device::attention_varlen`]).
     pub check_descales: bool,
     /// SMs to leave to kernels running beside this call on other streams, such as NCCL's
     /// transfers in [`crate::cp`]. A persistent kernel's blocks walk a fixed list of tiles, so
@@ -302,6 +304,11 @@ pub(crate) fn sdpa_params(
         kv_descale_stride_b: ds(descales[1]).1,
         scale: call.params.scale,
         scale_log2: call.params.scale * std::f32::consts::LOG2_E,
+        // Dense: no sequence offsets (a varlen call sets them: runtime/varlen.rs).
+        cu_seqlens_q: 0,
+        cu_seqlens_k: 0,
+        total_q: 0,
+        total_k: 0,
     };
     if descales[1].as_ref().map(|d| d.batch_stride) != descales[2].as_ref().map(|d| d.batch_stride)
     {

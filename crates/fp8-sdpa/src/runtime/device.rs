@@ -64,7 +64,8 @@ pub struct Device {
     ctx: Arc<CudaContext>,
     info: DeviceInfo,
     compiler: Compiler,
-    kernels: Mutex<HashMap<KernelSpec, Arc<LoadedKernel>>>,
+    /// Loaded kernels by spec and mode (true: the portable variable-length mode).
+    kernels: Mutex<HashMap<(KernelSpec, bool), Arc<LoadedKernel>>>,
     modules: Mutex<HashMap<String, Arc<CudaModule>>>,
 }
 
@@ -179,10 +180,25 @@ impl Device {
 
     /// The kernel for `spec`, compiled (or taken from the disk cache) and loaded on first use.
     pub fn kernel(&self, spec: &KernelSpec) -> Result<Arc<LoadedKernel>> {
-        if let Some(k) = self.kernels.lock().expect("kernel map poisoned").get(spec) {
+        self.load_kernel(spec, false)
+    }
+
+    /// The portable kernel for `spec` in its variable-length mode
+    /// ([`Compiler::compile_varlen`]), loaded on first use.
+    pub fn kernel_varlen(&self, spec: &KernelSpec) -> Result<Arc<LoadedKernel>> {
+        self.load_kernel(spec, true)
+    }
+
+    fn load_kernel(&self, spec: &KernelSpec, varlen: bool) -> Result<Arc<LoadedKernel>> {
+        let key = (*spec, varlen);
+        if let Some(k) = self.kernels.lock().expect("kernel map poisoned").get(&key) {
             return Ok(k.clone());
         }
-        let compiled = self.compiler.compile(spec, self.info.arch)?;
+        let compiled = if varlen {
+            self.compiler.compile_varlen(spec, self.info.arch)?
+        } else {
+            self.compiler.compile(spec, self.info.arch)?
+        };
         let smem = compiled.resources.static_smem + spec.dynamic_smem_bytes();
         if smem > self.info.smem_optin {
             return Err(Error::Unsupported(format!(
@@ -218,7 +234,7 @@ impl Device {
         self.kernels
             .lock()
             .expect("kernel map poisoned")
-            .insert(*spec, loaded.clone());
+            .insert(key, loaded.clone());
         Ok(loaded)
     }
 }

@@ -1,5 +1,5 @@
 //! Running kernels on a GPU: the device and its loaded kernels, borrowed device tensors,
-//! validation, and the attention call.
+//! validation, and the attention call (dense, paged, variable-length).
 
 pub mod abi;
 pub mod attention;
@@ -10,8 +10,10 @@ pub mod quantize;
 pub mod tensor;
 pub mod tma;
 pub mod validate;
+pub mod varlen;
 
 pub use attention::{Attention, CallOptions, Descale, KernelChoice, Launched};
 pub use device::{Device, DeviceInfo, LoadedKernel};
 pub use paged::{PagedAttention, PagedKv};
 pub use tensor::{IdxRef, TensorDesc, TensorMut, TensorRef, VecMut, VecRef};
+pub use varlen::AttentionVarlen;

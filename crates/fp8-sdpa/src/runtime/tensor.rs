@@ -42,7 +42,8 @@ pub struct VecRef<'a> {
     _sync: SyncOnDrop<'a>,
 }
 
-/// A read-only i32 vector on the device (a paged cache's block table and sequence lengths).
+/// A read-only i32 vector on the device (a paged cache's block table and sequence lengths, a
+/// variable-length batch's offsets).
 pub struct IdxRef<'a> {
     pub(crate) ptr: u64,
     pub(crate) len: usize,
@@ -120,6 +121,44 @@ impl<'a> TensorRef<'a> {
     }
 }
 
+impl<'a> TensorRef<'a> {
+    /// A packed tensor `[total_tokens, heads, dim]` of a variable-length batch
+    /// ([`super::AttentionVarlen`]), contiguous: token stride `heads * dim`, head stride `dim`.
+    pub fn packed<T: DeviceRepr, S: DevicePtr<T>>(
+        slice: &'a S,
+        stream: &'a CudaStream,
+        dtype: DType,
+        [tokens, heads, dim]: [usize; 3],
+    ) -> Result<TensorRef<'a>> {
+        Self::packed_strided(
+            slice,
+            stream,
+            dtype,
+            [tokens, heads, dim],
+            [heads * dim, dim],
+        )
+    }
+
+    /// A packed tensor `[total_tokens, heads, dim]` with element strides `[token, head]` (the
+    /// head dim is contiguous), e.g. Q, K or V sliced out of one packed QKV buffer.
+    pub fn packed_strided<T: DeviceRepr, S: DevicePtr<T>>(
+        slice: &'a S,
+        stream: &'a CudaStream,
+        dtype: DType,
+        [tokens, heads, dim]: [usize; 3],
+        [token_stride, head_stride]: [usize; 2],
+    ) -> Result<TensorRef<'a>> {
+        // One "batch" of all the tokens: the sequences are cut out by the offsets.
+        Self::new(
+            slice,
+            stream,
+            dtype,
+            [1, tokens, heads, dim],
+            [0, token_stride, head_stride, 1],
+        )
+    }
+}
+
 impl TensorRef<'_> {
     /// The plain description.
     pub fn desc(&self) -> &TensorDesc {
@@ -169,6 +208,40 @@ impl<'a> TensorMut<'a> {
     ) -> Result<TensorMut<'a>> {
         let [b, s, h] = layout.strides(shape[1], shape[2], shape[3]);
         Self::new(slice, stream, dtype, shape, [b, s, h, 1])
+    }
+
+    /// A packed output `[total_tokens, heads, dim]`, contiguous (see [`TensorRef::packed`]).
+    pub fn packed<T: DeviceRepr, S: DevicePtrMut<T>>(
+        slice: &'a mut S,
+        stream: &'a CudaStream,
+        dtype: DType,
+        [tokens, heads, dim]: [usize; 3],
+    ) -> Result<TensorMut<'a>> {
+        Self::packed_strided(
+            slice,
+            stream,
+            dtype,
+            [tokens, heads, dim],
+            [heads * dim, dim],
+        )
+    }
+
+    /// A packed output with element strides `[token, head]` (see
+    /// [`TensorRef::packed_strided`]).
+    pub fn packed_strided<T: DeviceRepr, S: DevicePtrMut<T>>(
+        slice: &'a mut S,
+        stream: &'a CudaStream,
+        dtype: DType,
+        [tokens, heads, dim]: [usize; 3],
+        [token_stride, head_stride]: [usize; 2],
+    ) -> Result<TensorMut<'a>> {
+        Self::new(
+            slice,
+            stream,
+            dtype,
+            [1, tokens, heads, dim],
+            [0, token_stride, head_stride, 1],
+        )
     }
 }
 

@@ -127,18 +127,52 @@ pub struct PagedDesc {
 /// Page sizes the paged cache accepts (tokens per page).
 pub const PAGE_SIZES: std::ops::RangeInclusive<usize> = 16..=256;
 
+/// A variable-length batch as validation sees it: Q, K, V and O of the call are packed
+/// tensors (`[1, total_tokens, heads, dim]`, see [`super::TensorRef::packed`]) and sequence b
+/// is the tokens `cu_seqlens[b]..cu_seqlens[b + 1]` of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VarlenDesc {
+    /// Device address and length (i32 elements) of `cu_seqlens_q` `[batch + 1]`.
+    pub cu_seqlens_q: (u64, usize),
+    /// Device address and length of `cu_seqlens_k` `[batch + 1]`.
+    pub cu_seqlens_k: (u64, usize),
+    /// The longest sequence's query tokens.
+    pub max_seqlen_q: usize,
+    /// The longest sequence's keys.
+    pub max_seqlen_k: usize,
+}
+
+impl VarlenDesc {
+    /// Sequences in the batch (`cu_seqlens_q` holds one more offset).
+    pub fn batch(&self) -> usize {
+        self.cu_seqlens_q.1.saturating_sub(1)
+    }
+}
+
 /// Checks a call; returns its precision and shape.
 pub fn validate(c: &CallDesc) -> Result<Validated> {
-    validate_kv(c, None)
+    validate_kv(c, None, None)
 }
 
 /// Checks a call over a paged K/V cache (`c.k`, `c.v` are the page pools); the shape's
 /// `seq_kv` is the table's capacity, `max_pages * page_size`.
 pub fn validate_paged(c: &CallDesc, paged: &PagedDesc) -> Result<Validated> {
-    validate_kv(c, Some(paged))
+    validate_kv(c, Some(paged), None)
 }
 
-fn validate_kv(c: &CallDesc, paged: Option<&PagedDesc>) -> Result<Validated> {
+/// Checks a variable-length call (`c`'s tensors packed, see [`VarlenDesc`]) without reading
+/// the offsets (that needs the device: [`check_cu_seqlens`]). The shape's batch is the
+/// sequence count, `seq_q` and `seq_kv` the stated maximum lengths; descales are per head
+/// (batch stride 0) or per (sequence, head).
+pub fn validate_varlen(c: &CallDesc, varlen: &VarlenDesc) -> Result<Validated> {
+    validate_kv(c, None, Some(varlen))
+}
+
+fn validate_kv(
+    c: &CallDesc,
+    paged: Option<&PagedDesc>,
+    varlen: Option<&VarlenDesc>,
+) -> Result<Validated> {
     let (q, k, v, o) = (&c.q, &c.k, &c.v, &c.o);
     let Some(precision) = Precision::from_types(q.dtype, k.dtype) else {
         return bad(format!(
@@ -169,8 +203,13 @@ fn validate_kv(c: &CallDesc, paged: Option<&PagedDesc>) -> Result<Validated> {
     };
     check_tensor_limits(kn, k, paged.is_none())?;
     check_tensor_limits(vn, v, paged.is_none())?;
-    let [batch, seq_q, heads_q, d] = q.shape;
+    if let Some(vl) = varlen {
+        check_varlen(c, vl)?;
+    }
+    let [mut batch, mut seq_q, heads_q, d] = q.shape;
     let [kb, mut seq_kv, heads_kv, kd] = k.shape;
+    // Packed tensors hold every token; the LSE is [heads_q, total_q] either way.
+    let lse_need = batch * heads_q * seq_q;
     if k.shape != v.shape {
         return bad(format!(
             "K shape {:?} and V shape {:?} differ",
@@ -268,6 +307,22 @@ fn validate_kv(c: &CallDesc, paged: Option<&PagedDesc>) -> Result<Validated> {
             ));
         }
     }
+    if let Some(vl) = varlen {
+        // The sequences are the batch, and the grid covers the longest (checked above).
+        (batch, seq_q, seq_kv) = (vl.batch(), vl.max_seqlen_q, vl.max_seqlen_k);
+        for (n, (ptr, len)) in [
+            ("cu_seqlens_q", vl.cu_seqlens_q),
+            ("cu_seqlens_k", vl.cu_seqlens_k),
+        ] {
+            let t = (ptr, ptr + 4 * len as u64);
+            let lse = c.lse.map(|(l, n)| (l, l + 4 * n as u64));
+            if overlaps(o_span, t) || lse.is_some_and(|l| overlaps(l, t)) {
+                return bad(format!(
+                    "O or LSE overlaps {n}; inputs are never modified, so give the outputs their own buffers"
+                ));
+            }
+        }
+    }
     let shape = AttnShape {
         batch,
         seq_q,
@@ -277,13 +332,17 @@ fn validate_kv(c: &CallDesc, paged: Option<&PagedDesc>) -> Result<Validated> {
         head_dim: d,
     };
     if let Some((ptr, len)) = c.lse {
-        if len < shape.lse_len() {
+        if len < lse_need {
+            let what = if varlen.is_some() {
+                "heads_q*total_q"
+            } else {
+                "batch*heads_q*seq_q"
+            };
             return bad(format!(
-                "LSE holds {len} floats but needs batch*heads_q*seq_q = {}",
-                shape.lse_len()
+                "LSE holds {len} floats but needs {what} = {lse_need}"
             ));
         }
-        let l = (ptr, ptr + 4 * shape.lse_len() as u64);
+        let l = (ptr, ptr + 4 * lse_need as u64);
         if ptr % 4 != 0 {
             return bad("LSE pointer is not 4-byte aligned".into());
         }
@@ -321,6 +380,110 @@ fn validate_kv(c: &CallDesc, paged: Option<&PagedDesc>) -> Result<Validated> {
         }
     }
     Ok(Validated { precision, shape })
+}
+
+/// The host-side checks of a variable-length call: packed tensors, `batch + 1` offsets in
+/// each array, the stated maximum lengths within the tensors, launch limits.
+fn check_varlen(c: &CallDesc, vl: &VarlenDesc) -> Result<()> {
+    for (n, t) in [("Q", &c.q), ("K", &c.k), ("V", &c.v), ("O", &c.o)] {
+        if t.shape[0] != 1 {
+            return bad(format!(
+                "{n} of a variable-length call is packed [total_tokens, heads, dim], so its \
+                 batch dim must be 1, got shape {:?}; build it with TensorRef::packed (or \
+                 TensorMut::packed)",
+                t.shape
+            ));
+        }
+    }
+    let (nq, nk) = (vl.cu_seqlens_q.1, vl.cu_seqlens_k.1);
+    if nq < 2 || nk != nq {
+        return bad(format!(
+            "cu_seqlens_q holds {nq} offsets and cu_seqlens_k {nk}; both need batch + 1 >= 2 \
+             (one more than the sequences, starting at 0)"
+        ));
+    }
+    if vl.batch() > 65535 {
+        return bad(format!(
+            "{} sequences exceed the launch limit of 65535; split the batch",
+            vl.batch()
+        ));
+    }
+    if !vl.cu_seqlens_q.0.is_multiple_of(4) || !vl.cu_seqlens_k.0.is_multiple_of(4) {
+        return bad("cu_seqlens_q and cu_seqlens_k must be 4-byte aligned i32 arrays".into());
+    }
+    let (total_q, total_k) = (c.q.shape[1], c.k.shape[1]);
+    if vl.max_seqlen_q == 0 || vl.max_seqlen_q > total_q {
+        return bad(format!(
+            "max_seqlen_q = {} must be 1..={total_q} (Q's tokens): pass the longest sequence's \
+             query length",
+            vl.max_seqlen_q
+        ));
+    }
+    if vl.max_seqlen_k > total_k {
+        return bad(format!(
+            "max_seqlen_k = {} exceeds K's {total_k} tokens: pass the longest sequence's key \
+             count",
+            vl.max_seqlen_k
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the offsets of a variable-length call read back from the device: each array starts
+/// at 0, never decreases and ends at its packed tensor's token count, and no sequence is
+/// longer than the stated maximum. Returns the longest query and key lengths.
+pub fn check_cu_seqlens(
+    cu_q: &[i32],
+    cu_k: &[i32],
+    [total_q, total_k]: [usize; 2],
+    [max_q, max_k]: [usize; 2],
+) -> Result<(usize, usize)> {
+    let mut longest = [0usize; 2];
+    for (i, (name, cu, total, max, tensor)) in [
+        ("cu_seqlens_q", cu_q, total_q, max_q, "Q"),
+        ("cu_seqlens_k", cu_k, total_k, max_k, "K"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let side = if i == 0 { "q" } else { "k" };
+        match cu.first() {
+            None => return bad(format!("{name} is empty; it needs batch + 1 offsets")),
+            Some(&first) if first != 0 => {
+                return bad(format!("{name}[0] = {first}; the offsets start at 0"));
+            }
+            Some(_) => {}
+        }
+        for (b, w) in cu.windows(2).enumerate() {
+            if w[1] < w[0] {
+                return bad(format!(
+                    "{name}[{}] = {} < {name}[{b}] = {}: sequence {b} would have a negative \
+                     length; the offsets must not decrease",
+                    b + 1,
+                    w[1],
+                    w[0]
+                ));
+            }
+            let len = (w[1] - w[0]) as usize;
+            if len > max {
+                return bad(format!(
+                    "sequence {b} has {len} tokens ({name}[{}] - {name}[{b}]), more than \
+                     max_seqlen_{side} = {max}; pass the longest sequence's length",
+                    b + 1
+                ));
+            }
+            longest[i] = longest[i].max(len);
+        }
+        let last = cu[cu.len() - 1];
+        if last < 0 || last as usize != total {
+            return bad(format!(
+                "{name}[{}] = {last} but {tensor} holds {total} tokens; the last offset is the \
+                 packed tensor's token count",
+                cu.len() - 1
+            ));
+        }
+    }
+    Ok((longest[0], longest[1]))
 }
 
 /// Checks a paged cache's block table (`[batch, max_pages]`) and sequence lengths read back
@@ -605,6 +768,171 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("block_table[0][3] = 3 is not a page"), "{e}");
+    }
+
+    /// A packed tensor desc `[1, tokens, heads, dim]`.
+    fn packed(ptr: u64, dtype: DType, [tokens, heads, dim]: [usize; 3]) -> TensorDesc {
+        TensorDesc {
+            ptr,
+            bytes: tokens * heads * dim * dtype.size(),
+            dtype,
+            shape: [1, tokens, heads, dim],
+            strides: [0, heads * dim, dim, 1],
+        }
+    }
+
+    /// Three sequences: 50 query tokens over 70 keys in all, 8 query heads over 2, D64.
+    fn varlen_call() -> (CallDesc, VarlenDesc) {
+        let g = 1 << 30;
+        let c = CallDesc {
+            q: packed(g, DType::F16, [50, 8, 64]),
+            k: packed(2 * g, DType::F16, [70, 2, 64]),
+            v: packed(3 * g, DType::F16, [70, 2, 64]),
+            o: packed(4 * g, DType::F16, [50, 8, 64]),
+            lse: Some((5 * g, 8 * 50)),
+            descales: [None, None, None],
+            params: AttnParams {
+                scale: 0.125,
+                causal: true,
+            },
+        };
+        let v = VarlenDesc {
+            cu_seqlens_q: (6 * g, 4),
+            cu_seqlens_k: (7 * g, 4),
+            max_seqlen_q: 40,
+            max_seqlen_k: 60,
+        };
+        (c, v)
+    }
+
+    #[test]
+    fn a_varlen_call_is_launched_over_its_longest_sequences() {
+        let (c, v) = varlen_call();
+        let ok = validate_varlen(&c, &v).unwrap();
+        assert_eq!(ok.shape, AttnShape::new(3, 40, 60, 8, 2, 64));
+        // Per-(sequence, head) descales count the sequences, not the packed batch of 1.
+        let mut c8 = c;
+        c8.k.dtype = DType::E4m3;
+        c8.v.dtype = DType::E4m3;
+        c8.k.bytes /= 2;
+        c8.v.bytes /= 2;
+        let ds = |len, batch_stride| {
+            Some(DescaleDesc {
+                ptr: 8 << 30,
+                len,
+                batch_stride,
+            })
+        };
+        c8.descales = [None, ds(6, 2), ds(2, 0)];
+        assert_eq!(
+            validate_varlen(&c8, &v).unwrap().precision,
+            Precision::Fp8KvF16
+        );
+        c8.descales = [None, ds(2, 2), ds(2, 2)];
+        assert!(validate_varlen(&c8, &v)
+            .unwrap_err()
+            .to_string()
+            .contains("K descale has 2 values, expected 6"));
+    }
+
+    #[test]
+    fn each_bad_varlen_input_is_named() {
+        let (c, v) = varlen_call();
+        let err = |c: &CallDesc, v: &VarlenDesc| validate_varlen(c, v).unwrap_err().to_string();
+        let mut d = c;
+        d.k.shape[0] = 2;
+        d.k.strides[0] = 70 * 2 * 64;
+        d.k.bytes *= 2;
+        assert!(
+            err(&d, &v).contains("K of a variable-length call is packed"),
+            "{}",
+            err(&d, &v)
+        );
+        let mut w = v;
+        w.cu_seqlens_k.1 = 3;
+        assert!(err(&c, &w).contains("cu_seqlens_k 3"), "{}", err(&c, &w));
+        let mut w = v;
+        w.cu_seqlens_q.1 = 1;
+        w.cu_seqlens_k.1 = 1;
+        assert!(err(&c, &w).contains("batch + 1 >= 2"));
+        let mut w = v;
+        w.cu_seqlens_q.1 = 70000;
+        w.cu_seqlens_k.1 = 70000;
+        assert!(err(&c, &w).contains("69999 sequences exceed"));
+        let mut w = v;
+        w.cu_seqlens_q.0 += 2;
+        assert!(err(&c, &w).contains("4-byte aligned"));
+        let mut w = v;
+        w.max_seqlen_q = 0;
+        assert!(err(&c, &w).contains("max_seqlen_q = 0 must be 1..=50"));
+        w.max_seqlen_q = 51;
+        assert!(err(&c, &w).contains("max_seqlen_q = 51"));
+        let mut w = v;
+        w.max_seqlen_k = 71;
+        assert!(err(&c, &w).contains("max_seqlen_k = 71 exceeds K's 70 tokens"));
+        let mut d = c;
+        d.lse = Some((5 << 30, 8 * 50 - 1));
+        assert!(err(&d, &v).contains("needs heads_q*total_q = 400"));
+        let mut d = c;
+        d.o.ptr = v.cu_seqlens_q.0 - 64;
+        assert!(
+            err(&d, &v).contains("overlaps cu_seqlens_q"),
+            "{}",
+            err(&d, &v)
+        );
+        let mut d = c;
+        d.lse = Some((v.cu_seqlens_k.0, 400));
+        assert!(err(&d, &v).contains("overlaps cu_seqlens_k"));
+        // The dense rules still apply to the packed tensors.
+        let mut d = c;
+        d.o.shape[1] = 49;
+        assert!(err(&d, &v).contains("must equal Q shape"));
+        let mut d = c;
+        d.q.bytes -= 2;
+        assert!(err(&d, &v).contains("buffer holds"));
+    }
+
+    #[test]
+    fn offsets_are_checked_entry_by_entry() {
+        let check = |q: &[i32], k: &[i32]| check_cu_seqlens(q, k, [50, 70], [40, 60]);
+        assert_eq!(check(&[0, 10, 10, 50], &[0, 5, 65, 70]).unwrap(), (40, 60));
+        let e = |q: &[i32], k: &[i32]| check(q, k).unwrap_err().to_string();
+        assert!(e(&[1, 10, 10, 50], &[0, 5, 65, 70])
+            .contains("cu_seqlens_q[0] = 1; the offsets start at 0"));
+        assert!(e(&[0, 10, 9, 50], &[0, 5, 65, 70])
+            .contains("cu_seqlens_q[2] = 9 < cu_seqlens_q[1] = 10"));
+        assert!(e(&[0, 10, 10, 49], &[0, 5, 65, 70])
+            .contains("cu_seqlens_q[3] = 49 but Q holds 50 tokens"));
+        assert!(e(&[0, 5, 6, 50], &[0, 5, 65, 70]).contains("sequence 2 has 44 tokens"));
+        assert!(e(&[0, 5, 6, 50], &[0, 5, 65, 70]).contains("max_seqlen_q = 40"));
+        assert!(e(&[0, 10, 10, 50], &[0, 5, 70, 70]).contains("sequence 1 has 65 tokens (cu_seqlens_k[2] - cu_seqlens_k[1]), more than max_seqlen_k = 60"));
+        assert!(e(&[0, 10, 10, 50], &[0, -5, 65, 70])
+            .contains("cu_seqlens_k[1] = -5 < cu_seqlens_k[0] = 0"));
+        assert!(
+            e(&[0, 10, 10, 50], &[0, 5, 65, 71]).contains("cu_seqlens_k[3] = 71 but K holds 70")
+        );
+        assert!(e(&[], &[0]).contains("cu_seqlens_q is empty"));
+    }
+
+    proptest::proptest! {
+        /// Whatever the offsets hold, the check never panics, and what it accepts is a valid
+        /// varlen batch within the stated maxima.
+        #[test]
+        fn offset_check_never_panics(
+            q in proptest::collection::vec(i32::MIN..i32::MAX, 0..6),
+            k in proptest::collection::vec(-3i32..40, 0..6),
+            totals in (0usize..50, 0usize..50),
+            maxes in (0usize..40, 0usize..40),
+        ) {
+            if let Ok((lq, lk)) = check_cu_seqlens(&q, &k, [totals.0, totals.1], [maxes.0, maxes.1]) {
+                for (cu, total, max, longest) in [(&q, totals.0, maxes.0, lq), (&k, totals.1, maxes.1, lk)] {
+                    proptest::prop_assert_eq!(cu[0], 0);
+                    proptest::prop_assert_eq!(*cu.last().unwrap() as usize, total);
+                    proptest::prop_assert!(cu.windows(2).all(|w| w[0] <= w[1] && (w[1] - w[0]) as usize <= max));
+                    proptest::prop_assert!(longest <= max);
+                }
+            }
+        }
     }
 
     proptest::proptest! {

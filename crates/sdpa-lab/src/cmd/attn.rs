@@ -3,8 +3,8 @@
 use crate::attn_io;
 use cudarc::driver::{CudaSlice, CudaStream};
 use fp8_sdpa::runtime::{
-    Attention, CallOptions, Descale, Device, IdxRef, KernelChoice, Launched, PagedAttention,
-    PagedKv, TensorMut, TensorRef, VecMut, VecRef,
+    Attention, AttentionVarlen, CallOptions, Descale, Device, IdxRef, KernelChoice, Launched,
+    PagedAttention, PagedKv, TensorMut, TensorRef, VecMut, VecRef,
 };
 use fp8_sdpa::{AttnParams, Error, Layout, Precision, Variant};
 use std::path::PathBuf;
@@ -13,28 +13,32 @@ use std::sync::Arc;
 
 /// Arguments of `attn`.
 #[derive(clap::Args)]
-#[command(after_help = PAGED_HELP)]
+#[command(after_help = format!("{PAGED_HELP}\n\n{VARLEN_HELP}"))]
 pub struct Args {
     /// Input file: q with k, v (and q_descale, k_descale, v_descale for FP8 inputs), or q with
-    /// a paged KV cache (k_cache, v_cache, block_table, seqlens_k; see below).
+    /// a paged KV cache (k_cache, v_cache, block_table, seqlens_k), or a variable-length batch
+    /// (packed q, k, v with cu_seqlens_q, cu_seqlens_k); see below.
     #[arg(long)]
     pub inputs: PathBuf,
     /// Output file: tensor o (and lse with --lse).
     #[arg(long)]
     pub out: PathBuf,
     /// Causal mask, aligned bottom-right (FlashAttention's convention); with a paged cache,
-    /// per sequence: query i sees key j iff j <= i + seqlens_k[b] - seq_q.
+    /// per sequence: query i sees key j iff j <= i + seqlens_k[b] - seq_q; with a varlen
+    /// batch, per sequence of n_q queries and n_k keys: j <= i + n_k - n_q.
     #[arg(long)]
     pub causal: bool,
     /// Softmax scale (default 1/sqrt(head_dim)).
     #[arg(long)]
     pub scale: Option<f32>,
-    /// Memory order of q, k, v and o in the files (a paged cache keeps its own order).
+    /// Memory order of q, k, v and o in the files (a paged cache keeps its own order; a varlen
+    /// file is packed [total_tokens, heads, dim] and takes bshd only).
     #[arg(long, default_value = "bshd", value_parser = parse_layout)]
     pub layout: Layout,
     /// Kernel variant: a key (`portable.m128.n32.w4.s2.b2.ctelx`) or the Variant as JSON
     /// (default: the shipped default for the problem). A paged cache takes decode variants
-    /// only (`decode.m16.n32.w2.s4.b4.cex`).
+    /// only (`decode.m16.n32.w2.s4.b4.cex`), a varlen batch portable ones (not the persistent
+    /// decoupled-sync `...pedx` streams).
     #[arg(long)]
     pub variant: Option<String>,
     /// Also write the per-row log-sum-exp as `lse`.
@@ -56,6 +60,18 @@ Paged KV cache: in place of k and v, the input file may hold
 with q [batch, seq_q, heads_q, dim] (F16 or BF16) as usual. The decode kernels run it;
 o (and lse) are written as for k and v. page_size is 16..=256.";
 
+/// The varlen form of the input file, for `--help`.
+const VARLEN_HELP: &str = "\
+Variable-length batch (FlashAttention's varlen convention): the input file may hold
+  q                 [total_q, heads_q, dim]  the sequences' queries packed one after another
+  k, v              [total_k, heads_kv, dim] their keys and values, likewise (3-d)
+  cu_seqlens_q      I32 [batch + 1]: sequence b is query tokens cu_seqlens_q[b]..cu_seqlens_q[b + 1]
+  cu_seqlens_k      I32 [batch + 1]: and keys cu_seqlens_k[b]..cu_seqlens_k[b + 1]
+with q_descale, k_descale, v_descale F32 [heads] or [batch, heads] for FP8 inputs. Offsets
+start at 0, never decrease and end at total_q / total_k. Each sequence attends to its own
+keys (--causal: bottom-right per sequence). Writes o [total_q, heads_q, dim] and, with --lse,
+lse F32 [heads_q, total_q]. The portable kernels run it on every GPU.";
+
 fn parse_layout(s: &str) -> Result<Layout, String> {
     match s {
         "bshd" => Ok(Layout::Bshd),
@@ -76,7 +92,8 @@ pub fn parse_variant(s: &str) -> fp8_sdpa::Result<Variant> {
     }
 }
 
-/// The parts of a call that both input forms share.
+/// The parts of a call that every input form shares (a varlen file's q and o are one packed
+/// "batch", `[1, total_q, heads_q, dim]`).
 struct Shared<'a> {
     q: TensorRef<'a>,
     o: TensorMut<'a>,
@@ -133,24 +150,36 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         match &input {
             attn_io::AttnInput::Contiguous(f) => contiguous(&dev, &stream, f, shared, a.layout)?,
             attn_io::AttnInput::Paged(p) => paged(&dev, &stream, p, shared)?,
+            attn_io::AttnInput::Varlen(v) => varlen(&dev, &stream, v, shared)?,
         }
     };
     let o_host = stream.clone_dtoh(&o).map_err(Error::driver("reading O"))?;
     let lse_host = stream
         .clone_dtoh(&lse)
         .map_err(Error::driver("reading LSE"))?;
-    let out = attn_io::write(
-        &o_host,
-        o_t,
-        q.shape,
-        a.layout,
-        a.lse.then_some(&lse_host[..]),
-    )
+    let out = match &input {
+        attn_io::AttnInput::Varlen(_) => {
+            attn_io::write_varlen(&o_host, o_t, [sq, hq, d], a.lse.then_some(&lse_host[..]))
+        }
+        _ => attn_io::write(
+            &o_host,
+            o_t,
+            q.shape,
+            a.layout,
+            a.lse.then_some(&lse_host[..]),
+        ),
+    }
     .map_err(Error::InvalidInput)?;
     std::fs::write(&a.out, out).map_err(Error::io(&a.out))?;
     let kv = match &input {
         attn_io::AttnInput::Contiguous(_) => String::new(),
         attn_io::AttnInput::Paged(p) => format!(" over a paged cache {:?}", p.k_cache.shape),
+        attn_io::AttnInput::Varlen(v) => format!(
+            " in {} sequences (longest {} queries, {} keys)",
+            v.batch(),
+            v.max_seqlen_q,
+            v.max_seqlen_k
+        ),
     };
     eprintln!(
         "{} [{b}, {sq}, {hq}, {d}]{kv} with {} -> {}",
@@ -261,6 +290,52 @@ fn paged(
         params: s.params,
     };
     let launched = dev.paged_attention(st, &call, s.opts)?;
+    st.synchronize()
+        .map_err(Error::driver("running attention"))?;
+    Ok(launched)
+}
+
+/// A variable-length batch through [`Device::attention_varlen`] (the portable family; a
+/// `--variant` of another family is the library's error). Waits for the kernel, as
+/// [`contiguous`] does.
+fn varlen(
+    dev: &Device,
+    st: &Arc<CudaStream>,
+    f: &attn_io::VarlenFile,
+    s: Shared<'_>,
+) -> fp8_sdpa::Result<Launched> {
+    let [_, k, v] = &f.qkv;
+    let (dk, dv) = (
+        upload(st, &k.bytes, "uploading K")?,
+        upload(st, &v.bytes, "uploading V")?,
+    );
+    let cu_q = upload(st, &f.cu_seqlens_q, "uploading cu_seqlens_q")?;
+    let cu_k = upload(st, &f.cu_seqlens_k, "uploading cu_seqlens_k")?;
+    let ds = f
+        .descales
+        .iter()
+        .map(|d| upload_descale(st, d))
+        .collect::<fp8_sdpa::Result<Vec<_>>>()?;
+    let packed = |buf, t: &attn_io::FileTensor| {
+        let [_, n, h, d] = t.shape;
+        TensorRef::packed(buf, st, t.dtype, [n, h, d])
+    };
+    let call = AttentionVarlen {
+        q: s.q,
+        k: packed(&dk, k)?,
+        v: packed(&dv, v)?,
+        o: s.o,
+        lse: s.lse,
+        cu_seqlens_q: IdxRef::new(&cu_q, st),
+        cu_seqlens_k: IdxRef::new(&cu_k, st),
+        max_seqlen_q: f.max_seqlen_q,
+        max_seqlen_k: f.max_seqlen_k,
+        q_descale: descale(st, &ds[0], &f.descales[0]),
+        k_descale: descale(st, &ds[1], &f.descales[1]),
+        v_descale: descale(st, &ds[2], &f.descales[2]),
+        params: s.params,
+    };
+    let launched = dev.attention_varlen(st, &call, s.opts)?;
     st.synchronize()
         .map_err(Error::driver("running attention"))?;
     Ok(launched)

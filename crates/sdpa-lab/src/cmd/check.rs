@@ -1,7 +1,9 @@
-//! `sdpa-lab check`: compile every registered spec per arch and apply the resource gates.
+//! `sdpa-lab check`: compile every registered spec per arch and apply the resource gates, and
+//! the portable family's variable-length mode of the specs varlen calls run by default.
 
 use fp8_sdpa::compile::{Compiler, Origin};
 use fp8_sdpa::kernels::registry;
+use fp8_sdpa::runtime::varlen::reads_varlen;
 use fp8_sdpa::variant::HEAD_DIMS;
 use fp8_sdpa::{gates, Arch, KernelSpec, Precision, Variant};
 use rayon::prelude::*;
@@ -32,6 +34,10 @@ pub struct Args {
     /// still applies. For trying a tile before registering it.
     #[arg(long = "variant", value_name = "KEY")]
     pub variants: Vec<String>,
+    /// Compile the variable-length mode (`+varlen` rows) of every spec that reads varlen
+    /// batches, not only of those varlen dispatch runs (`registry::varlen_default`).
+    #[arg(long)]
+    pub varlen: bool,
 }
 
 /// One row of the resource table.
@@ -98,11 +104,44 @@ pub fn variant_jobs(
         .collect()
 }
 
+/// The (spec, arch) pairs whose variable-length mode `check` compiles: of `jobs`, the specs
+/// varlen dispatch runs on that arch, or with `all` every spec that reads varlen batches.
+pub fn varlen_jobs(jobs: &[(KernelSpec, Arch)], all: bool) -> Vec<(KernelSpec, Arch)> {
+    jobs.iter()
+        .filter(|(s, a)| {
+            reads_varlen(&s.variant)
+                && (all
+                    || registry::varlen_default(*a, s.precision, s.head_dim, s.causal) == s.variant)
+        })
+        .copied()
+        .collect()
+}
+
 fn compile_jobs(jobs: &[(KernelSpec, Arch)], compiler: &Compiler) -> Vec<Row> {
+    compile_jobs_in(jobs, compiler, false)
+}
+
+/// Compiles `jobs` (in the variable-length mode with `varlen`: rows keyed `<spec>+varlen`).
+fn compile_jobs_in(jobs: &[(KernelSpec, Arch)], compiler: &Compiler, varlen: bool) -> Vec<Row> {
+    let key = |spec: &KernelSpec| {
+        if varlen {
+            format!("{}+varlen", spec.key())
+        } else {
+            spec.key()
+        }
+    };
     jobs.par_iter()
-        .map(|(spec, arch)| match compiler.compile(spec, *arch) {
+        .map(|(spec, arch)| {
+            let compiled = if varlen {
+                compiler.compile_varlen(spec, *arch)
+            } else {
+                compiler.compile(spec, *arch)
+            };
+            (spec, arch, compiled)
+        })
+        .map(|(spec, arch, compiled)| match compiled {
             Ok(c) => Row {
-                spec: spec.key(),
+                spec: key(spec),
                 arch: arch.to_string(),
                 registers: c.resources.registers,
                 budget: spec.variant.register_budget(),
@@ -116,7 +155,7 @@ fn compile_jobs(jobs: &[(KernelSpec, Arch)], compiler: &Compiler) -> Vec<Row> {
                     .collect(),
             },
             Err(e) => Row {
-                spec: spec.key(),
+                spec: key(spec),
                 arch: arch.to_string(),
                 registers: 0,
                 budget: spec.variant.register_budget(),
@@ -184,7 +223,22 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
     let t0 = std::time::Instant::now();
     let (specs, rows) = if a.variants.is_empty() {
         let specs = super::matching(registry::registered(), a.filter.as_deref());
-        let rows = check_specs(&specs, &arches, &compiler);
+        let mut rows = check_specs(&specs, &arches, &compiler);
+        let jobs: Vec<(KernelSpec, Arch)> = arches
+            .iter()
+            .flat_map(|a| {
+                let on_arch = registry::registered_for(*a);
+                specs
+                    .iter()
+                    .filter(move |s| on_arch.contains(s))
+                    .map(move |s| (*s, *a))
+            })
+            .collect();
+        rows.extend(compile_jobs_in(
+            &varlen_jobs(&jobs, a.varlen),
+            &compiler,
+            true,
+        ));
         (specs, rows)
     } else {
         let variants = a
@@ -218,7 +272,11 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         }
         let mut specs: Vec<KernelSpec> = jobs.iter().map(|(s, _)| *s).collect();
         specs.dedup();
-        (specs, compile_jobs(&jobs, &compiler))
+        let mut rows = compile_jobs(&jobs, &compiler);
+        if a.varlen {
+            rows.extend(compile_jobs_in(&varlen_jobs(&jobs, true), &compiler, true));
+        }
+        (specs, rows)
     };
     if a.summary {
         let failing: Vec<Row> = rows

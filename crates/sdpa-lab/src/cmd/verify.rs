@@ -1,15 +1,21 @@
 //! `sdpa-lab verify`: the correctness gate on the GPU. Every registered spec the device can
 //! run, over ragged shapes, GQA ratios, causal with Sq < Skv and Sq > Skv, both layouts and
 //! several seeds and input distributions; output and LSE poisoned before each run; every
-//! element checked; inputs checked unchanged. Plus the exhaustive FP8 codec checks.
+//! element checked; inputs checked unchanged. Variable-length batches (packed sequences with
+//! offsets, many short and a few long) on every spec that reads them (the portable family).
+//! Plus the exhaustive FP8 codec checks.
 
-use fp8_sdpa::cases::{decode_verify_shapes, verify_shapes, CaseSpec, HostCase};
+use fp8_sdpa::cases::{
+    decode_verify_shapes, varlen_verify_shapes, verify_shapes, CaseSpec, HostCase, HostVarlenCase,
+    VarlenCaseSpec,
+};
 use fp8_sdpa::codec_check;
-use fp8_sdpa::harness::{judge, seeds_gate_applies, DeviceCase, Verdict};
+use fp8_sdpa::harness::{judge, seeds_gate_applies, DeviceCase, DeviceVarlenCase, Verdict};
 use fp8_sdpa::inputs::Distribution;
 use fp8_sdpa::kernels::registry;
+use fp8_sdpa::runtime::varlen::reads_varlen;
 use fp8_sdpa::runtime::{CallOptions, KernelChoice};
-use fp8_sdpa::{AttnParams, AttnShape, Family, KernelSpec, Layout, Precision};
+use fp8_sdpa::{AttnParams, AttnShape, Family, KernelSpec, Layout, Precision, VarlenShape};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -48,8 +54,12 @@ pub struct Args {
 pub struct Row {
     /// Spec key.
     pub spec: String,
-    /// The case.
+    /// The case (for a variable-length batch, its launch: the sequences as the batch, the
+    /// longest lengths).
     pub case: CaseSpec,
+    /// The variable-length batch, for those runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub varlen: Option<VarlenCaseSpec>,
     /// The judgement (absent when the run itself failed).
     pub verdict: Option<Verdict>,
     /// Empty when passed.
@@ -150,10 +160,18 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
         !decode_only || spec.variant.family == Family::Decode
     };
     let seeds = if a.quick { a.seeds.min(2) } else { a.seeds };
+    let varlen_shapes = varlen_verify_shapes(a.quick);
     let total: u64 = groups
         .values()
         .flat_map(|(_, g)| g.iter())
-        .map(|s| shapes.iter().filter(|(_, d)| runs_on(s, *d)).count() as u64)
+        .map(|s| {
+            let varlen = if reads_varlen(&s.variant) {
+                varlen_shapes.len()
+            } else {
+                0
+            };
+            (shapes.iter().filter(|(_, d)| runs_on(s, *d)).count() + varlen) as u64
+        })
         .sum::<u64>()
         * seeds;
     let bar = ProgressBar::new(total);
@@ -218,6 +236,7 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
                             Row {
                                 spec: spec.key(),
                                 case,
+                                varlen: None,
                                 failures: v.failures.clone(),
                                 verdict: Some(v),
                             }
@@ -225,6 +244,7 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
                         Err(e) => Row {
                             spec: spec.key(),
                             case,
+                            varlen: None,
                             verdict: None,
                             failures: vec![format!("run failed: {e}")],
                         },
@@ -243,6 +263,33 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
             }
         }
     }
+    for ((_, d, causal), (precision, group)) in &groups {
+        let specs: Vec<&KernelSpec> = group.iter().filter(|s| reads_varlen(&s.variant)).collect();
+        if specs.is_empty() {
+            continue;
+        }
+        for (si, (lens, heads_q, heads_kv)) in varlen_shapes.iter().enumerate() {
+            for seed in 0..seeds {
+                let case = VarlenCaseSpec {
+                    shape: VarlenShape::from_lens(lens, *heads_q, *heads_kv, *d as usize),
+                    precision: *precision,
+                    causal: *causal,
+                    dist: distribution(*precision, seed),
+                    seed: 500_000 + 1000 * si as u64 + seed,
+                    // FP8 inputs: per-head descales, and per (sequence, head) every other seed.
+                    per_sequence_descales: seed % 2 == 1,
+                };
+                bar.set_message(format!(
+                    "{precision} d{d} {} varlen {} sequences, {}/{} heads",
+                    if *causal { "causal" } else { "full" },
+                    lens.len(),
+                    heads_q,
+                    heads_kv
+                ));
+                runs.extend(verify_varlen(&dev, &stream, &case, &specs, &bar)?);
+            }
+        }
+    }
     bar.finish_and_clear();
     let summary = summarize(&runs);
     let passed = runs.iter().all(|r| r.failures.is_empty())
@@ -254,6 +301,54 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
         summary,
         passed,
     })
+}
+
+/// One variable-length case on `specs`: built, referenced and uploaded once.
+fn verify_varlen(
+    dev: &fp8_sdpa::runtime::Device,
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    case: &VarlenCaseSpec,
+    specs: &[&KernelSpec],
+    bar: &ProgressBar,
+) -> fp8_sdpa::Result<Vec<Row>> {
+    let host = HostVarlenCase::build(case.clone())?;
+    let params = AttnParams::default_for(case.shape.head_dim, case.causal);
+    let ref_deq = host.reference_dequantized(params.scale as f64)?;
+    let mut dcase = DeviceVarlenCase::upload(stream, &host)?;
+    let mut rows = Vec::new();
+    for spec in specs {
+        let opts = CallOptions {
+            kernel: KernelChoice::Variant(spec.variant),
+            check_descales: true,
+            ..CallOptions::default()
+        };
+        let (verdict, failures) = match dcase.run(dev, stream, &host, params, opts) {
+            Ok(out) => {
+                let unchanged = dcase.inputs_unchanged(stream, &host)?;
+                // No seeds' gate: rows of short sequences see few keys (see seeds_gate_applies).
+                let v = judge(case.precision, &out, &ref_deq, None, false, unchanged)?;
+                (Some(v.clone()), v.failures)
+            }
+            Err(e) => (None, vec![format!("run failed: {e}")]),
+        };
+        if !failures.is_empty() {
+            bar.println(format!(
+                "FAIL {} varlen {:?}: {}",
+                spec.key(),
+                case.shape.cu_seqlens_q,
+                failures.join("; ")
+            ));
+        }
+        rows.push(Row {
+            spec: spec.key(),
+            case: case.launch_case(),
+            varlen: Some(case.clone()),
+            verdict,
+            failures,
+        });
+        bar.inc(1);
+    }
+    Ok(rows)
 }
 
 fn summarize(runs: &[Row]) -> Vec<SpecSummary> {

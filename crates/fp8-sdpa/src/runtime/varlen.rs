@@ -1,0 +1,332 @@
+//! Variable-length batches (FlashAttention's varlen convention): the sequences of a batch are
+//! packed one after another into Q, K and V (`[total_tokens, heads, dim]`, no padding), and
+//! cumulative offsets say where each starts: sequence b is the query tokens
+//! `cu_seqlens_q[b]..cu_seqlens_q[b + 1]` and the keys `cu_seqlens_k[b]..cu_seqlens_k[b + 1]`.
+//! Each sequence attends only to its own keys; under a causal mask aligned bottom-right per
+//! sequence (query i of a sequence with `n_q` queries and `n_k` keys sees key j iff
+//! `j <= i + n_k - n_q`). The output O is packed like Q and the LSE is fp32
+//! `[heads_q, total_q]`, natural log; a query that sees no key (a sequence without keys, or
+//! causal with more queries than keys) gets O = 0 and LSE = -inf.
+//!
+//! Only the portable family (`mma.sync`, sm_80 and up) reads packed sequences so far (issue
+//! 31), in a compile mode of its own (portable.cu's `SDPA_VARLEN`, built on the first varlen
+//! call; the dense kernels are unchanged by it): dispatch takes its non-persistent default for
+//! the class on every arch, Hopper included ([`crate::kernels::registry::varlen_default`];
+//! tuned tables are not consulted), and an explicit variant of another family, or one of the
+//! portable family's persistent decoupled-sync "stream" variants, is an
+//! [`Error::Unsupported`]. `sdpa-lab check` gates the varlen mode of the dispatch defaults
+//! (`--varlen`: of every portable spec).
+//!
+//! ```no_run
+//! # fn main() -> fp8_sdpa::Result<()> {
+//! use fp8_sdpa::runtime::{AttentionVarlen, CallOptions, Device, IdxRef, TensorMut, TensorRef, VecMut};
+//! use fp8_sdpa::{AttnParams, DType};
+//! let dev = Device::open(0)?;
+//! let stream = dev.new_stream()?;
+//! let (heads_q, heads_kv, dim) = (32, 8, 128);
+//! // Three sequences: 5 queries over 5 keys, 1 over 300 (a decode step), none over 12.
+//! let (cu_q, cu_k) = ([0i32, 5, 6, 6], [0i32, 5, 305, 317]);
+//! let (total_q, total_k) = (6, 317);
+//! let q = stream.alloc_zeros::<u16>(total_q * heads_q * dim).unwrap(); // f16 bits
+//! let k = stream.alloc_zeros::<u16>(total_k * heads_kv * dim).unwrap();
+//! let v = stream.alloc_zeros::<u16>(total_k * heads_kv * dim).unwrap();
+//! let mut o = stream.alloc_zeros::<u16>(total_q * heads_q * dim).unwrap();
+//! let mut lse = stream.alloc_zeros::<f32>(heads_q * total_q).unwrap();
+//! let cu_q = stream.clone_htod(&cu_q).unwrap();
+//! let cu_k = stream.clone_htod(&cu_k).unwrap();
+//! let call = AttentionVarlen {
+//!     q: TensorRef::packed(&q, &stream, DType::F16, [total_q, heads_q, dim])?,
+//!     k: TensorRef::packed(&k, &stream, DType::F16, [total_k, heads_kv, dim])?,
+//!     v: TensorRef::packed(&v, &stream, DType::F16, [total_k, heads_kv, dim])?,
+//!     o: TensorMut::packed(&mut o, &stream, DType::F16, [total_q, heads_q, dim])?,
+//!     lse: Some(VecMut::new(&mut lse, &stream)),
+//!     cu_seqlens_q: IdxRef::new(&cu_q, &stream),
+//!     cu_seqlens_k: IdxRef::new(&cu_k, &stream),
+//!     max_seqlen_q: 5,
+//!     max_seqlen_k: 300,
+//!     q_descale: None,
+//!     k_descale: None,
+//!     v_descale: None,
+//!     params: AttnParams::default_for(dim, true),
+//! };
+//! dev.attention_varlen(&stream, &call, CallOptions::default())?;
+//! # Ok(())
+//! # }
+//! ```
+
+use super::attention::{
+    check_descales, desc, read_back, sdpa_params, CallOptions, Descale, KernelChoice, Launched,
+};
+use super::device::Device;
+use super::tensor::{IdxRef, TensorMut, TensorRef, VecMut};
+use super::validate::{check_cu_seqlens, validate_varlen, CallDesc, VarlenDesc};
+use crate::error::{Error, Result};
+use crate::kernels::{geometry, registry};
+use crate::problem::AttnParams;
+use crate::variant::{Family, KernelSpec, SyncPolicy, Variant};
+use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+
+/// One attention call over a variable-length batch.
+pub struct AttentionVarlen<'a> {
+    /// Query, packed `[total_q, heads_q, dim]` ([`TensorRef::packed`]).
+    pub q: TensorRef<'a>,
+    /// Keys, packed `[total_k, heads_kv, dim]`.
+    pub k: TensorRef<'a>,
+    /// Values, shaped like K.
+    pub v: TensorRef<'a>,
+    /// Output, packed like Q ([`TensorMut::packed`]); every token's rows are written.
+    pub o: TensorMut<'a>,
+    /// Optional log-sum-exp output, fp32 `[heads_q, total_q]`, natural log.
+    pub lse: Option<VecMut<'a>>,
+    /// i32 `[batch + 1]`: `0`, then the running total of the sequences' query tokens (the last
+    /// entry is `total_q`).
+    pub cu_seqlens_q: IdxRef<'a>,
+    /// i32 `[batch + 1]`: `0`, then the running total of the sequences' keys (the last entry
+    /// is `total_k`).
+    pub cu_seqlens_k: IdxRef<'a>,
+    /// The longest sequence's query tokens: the grid covers this many rows per sequence.
+    pub max_seqlen_q: usize,
+    /// The longest sequence's keys.
+    pub max_seqlen_k: usize,
+    /// Descale of Q (E4M3 or simulated-FP8 Q only): per head, or per (sequence, head).
+    pub q_descale: Option<Descale<'a>>,
+    /// Descale of K (E4M3 or simulated-FP8 K only): per kv head, or per (sequence, kv head).
+    pub k_descale: Option<Descale<'a>>,
+    /// Descale of V, as K's.
+    pub v_descale: Option<Descale<'a>>,
+    /// Scale and mask (causal aligns each sequence bottom-right).
+    pub params: AttnParams,
+}
+
+impl AttentionVarlen<'_> {
+    /// The validation view of this call.
+    pub fn describe(&self) -> (CallDesc, VarlenDesc) {
+        (
+            CallDesc {
+                q: self.q.desc,
+                k: self.k.desc,
+                v: self.v.desc,
+                o: self.o.desc,
+                lse: self.lse.as_ref().map(|l| (l.ptr, l.len)),
+                descales: [
+                    desc(&self.q_descale),
+                    desc(&self.k_descale),
+                    desc(&self.v_descale),
+                ],
+                params: self.params,
+            },
+            VarlenDesc {
+                cu_seqlens_q: (self.cu_seqlens_q.ptr, self.cu_seqlens_q.len),
+                cu_seqlens_k: (self.cu_seqlens_k.ptr, self.cu_seqlens_k.len),
+                max_seqlen_q: self.max_seqlen_q,
+                max_seqlen_k: self.max_seqlen_k,
+            },
+        )
+    }
+}
+
+/// Whether `variant` reads variable-length batches: the portable family, except its
+/// persistent decoupled-sync variants (the stream, whose K/V stream runs across work tiles).
+pub fn reads_varlen(variant: &Variant) -> bool {
+    variant.family == Family::Portable
+        && !(variant.persistent && variant.sync == SyncPolicy::Decoupled)
+}
+
+/// The variant a varlen call runs: `choice`'s, if it reads varlen batches (else an
+/// [`Error::Unsupported`] that says what does), or the registry's varlen default.
+pub fn choose_varlen(
+    arch: crate::Arch,
+    precision: crate::Precision,
+    head_dim: u32,
+    causal: bool,
+    choice: KernelChoice,
+) -> Result<Variant> {
+    match choice {
+        KernelChoice::Auto => Ok(registry::varlen_default(arch, precision, head_dim, causal)),
+        KernelChoice::Variant(v) if reads_varlen(&v) => Ok(v),
+        KernelChoice::Variant(v) => Err(Error::Unsupported(format!(
+            "{}: variable-length batches run on the portable family only, and not on its \
+             persistent decoupled-sync (stream) variants, so far (issue 31); pass a portable \
+             variant such as {} or KernelChoice::Auto",
+            v.key(),
+            registry::varlen_default(arch, precision, head_dim, causal).key()
+        ))),
+    }
+}
+
+impl Device {
+    /// Validates `a`, picks the kernel (see the module docs: the portable family) and launches
+    /// it on `stream`. Returns once the launch is queued.
+    ///
+    /// With `opts.check_descales` (the default) the descales and both offset arrays are read
+    /// back and checked first (a stream synchronization): offsets start at 0, never decrease,
+    /// end at the packed tensors' token counts, and no sequence is longer than
+    /// `max_seqlen_q` / `max_seqlen_k`; each mistake is an [`Error::InvalidInput`] naming the
+    /// entry. An engine that builds its offsets itself may turn the check off: the kernel then
+    /// clamps every offset to the packed tensors, so bad offsets never make it read or write
+    /// outside them (but give wrong or unwritten rows).
+    pub fn attention_varlen(
+        &self,
+        stream: &CudaStream,
+        a: &AttentionVarlen<'_>,
+        opts: CallOptions,
+    ) -> Result<Launched> {
+        let (call, vl) = a.describe();
+        let v = validate_varlen(&call, &vl)?;
+        let (total_q, total_k) = (call.q.shape[1], call.k.shape[1]);
+        if opts.check_descales {
+            check_descales(
+                stream,
+                [
+                    ("Q", &a.q_descale),
+                    ("K", &a.k_descale),
+                    ("V", &a.v_descale),
+                ],
+            )?;
+            let cu_q = read_back::<i32>(
+                stream,
+                vl.cu_seqlens_q.0,
+                vl.cu_seqlens_q.1,
+                "reading cu_seqlens_q back",
+            )?;
+            let cu_k = read_back::<i32>(
+                stream,
+                vl.cu_seqlens_k.0,
+                vl.cu_seqlens_k.1,
+                "reading cu_seqlens_k back",
+            )?;
+            check_cu_seqlens(
+                &cu_q,
+                &cu_k,
+                [total_q, total_k],
+                [vl.max_seqlen_q, vl.max_seqlen_k],
+            )?;
+        }
+        let arch = self.info().arch;
+        let head_dim = v.shape.head_dim as u32;
+        let variant = choose_varlen(arch, v.precision, head_dim, a.params.causal, opts.kernel)?;
+        let spec = KernelSpec {
+            variant,
+            precision: v.precision,
+            head_dim,
+            causal: a.params.causal,
+        };
+        spec.validate(arch)?;
+        // The portable kernel's variable-length mode (a module of its own: portable.cu's
+        // VARLEN), compiled on first use.
+        let kernel = self.kernel_varlen(&spec)?;
+        let sm_count = self.info().sm_count.saturating_sub(opts.sm_margin).max(1);
+        // The dense grids over the longest sequence (geometry.rs); blocks past a sequence's
+        // end return at once.
+        let g = geometry::grid(&spec, &v.shape, sm_count, self.info().l2_bytes);
+        if g[0] > i32::MAX as u64 || g[1] > 65535 || g[2] > 65535 {
+            return Err(Error::InvalidInput(format!(
+                "grid {g:?} exceeds the device's launch limits (max_seqlen_q {} in blocks of {} \
+                 rows, {} sequences, {} heads); split the batch",
+                vl.max_seqlen_q,
+                geometry::rows_per_work(&spec),
+                v.shape.batch,
+                v.shape.heads_q
+            )));
+        }
+        let grid = [g[0] as u32, g[1] as u32, g[2] as u32];
+        let mut params = sdpa_params(&call, &v.shape, [&a.q_descale, &a.k_descale, &a.v_descale])?;
+        // Sequences are cut out by the offsets, not a batch stride.
+        params.q_stride_b = 0;
+        params.k_stride_b = 0;
+        params.v_stride_b = 0;
+        params.o_stride_b = 0;
+        params.cu_seqlens_q = vl.cu_seqlens_q.0;
+        params.cu_seqlens_k = vl.cu_seqlens_k.0;
+        params.total_q = total_q as i32;
+        params.total_k = total_k as i32;
+        let cfg = LaunchConfig {
+            grid_dim: (grid[0], grid[1], grid[2]),
+            block_dim: (spec.variant.threads(), 1, 1),
+            shared_mem_bytes: spec.dynamic_smem_bytes(),
+        };
+        let mut launch = stream.launch_builder(&kernel.function);
+        launch.arg(&params);
+        // SAFETY: `params` mirrors the kernel's SdpaParams (layout test in abi.rs); the packed
+        // tensors were validated to cover `total` tokens each, the offset arrays to hold
+        // batch + 1 entries, and the kernel clamps every offset to the totals, so it reads
+        // and writes inside them whatever the offsets hold. The borrows outlive the queued
+        // launch through `a`'s guards.
+        unsafe { launch.launch(cfg) }
+            .map_err(Error::driver(format!("launching {}", spec.key())))?;
+        Ok(Launched {
+            spec,
+            grid,
+            block: spec.variant.threads(),
+            smem: spec.dynamic_smem_bytes(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Arch, Precision};
+
+    #[test]
+    fn dispatch_takes_a_portable_variant_that_reads_varlen_on_every_arch() {
+        for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90a] {
+            for p in Precision::ALL {
+                for d in crate::variant::HEAD_DIMS {
+                    for causal in [false, true] {
+                        let v = choose_varlen(arch, p, d, causal, KernelChoice::Auto).unwrap();
+                        assert!(reads_varlen(&v), "{arch:?} {p} d{d}: {}", v.key());
+                        let spec = KernelSpec {
+                            variant: v,
+                            precision: p,
+                            head_dim: d,
+                            causal,
+                        };
+                        spec.validate(arch)
+                            .unwrap_or_else(|e| panic!("{}: {e}", spec.key()));
+                        // Registered, so that check compiles it and verify runs it.
+                        assert!(
+                            registry::registered_for(arch).contains(&spec),
+                            "{} is not registered for {arch:?}",
+                            spec.key()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn other_families_and_the_stream_are_unsupported() {
+        let stream: Variant = "portable.m256.n128.w8.s3.b1.cthpedx".parse().unwrap();
+        let persistent: Variant = "portable.m64.n64.w4.s3.b2.ctpe".parse().unwrap();
+        let decode: Variant = "decode.m16.n64.w4.s3.b2.cex".parse().unwrap();
+        let args = (Arch::Sm90a, Precision::F16, 128, false);
+        for v in [stream, decode, Variant::reference()] {
+            let e = choose_varlen(args.0, args.1, args.2, args.3, KernelChoice::Variant(v));
+            match e {
+                Err(Error::Unsupported(m)) => {
+                    assert!(
+                        m.contains("portable family only") && m.contains(&v.key()),
+                        "{m}"
+                    )
+                }
+                other => panic!("{}: {other:?}", v.key()),
+            }
+        }
+        // The persistent grid without the stream reads varlen batches (portable.cu's run_blocks).
+        assert!(reads_varlen(&persistent));
+        let hopper = registry::default_variant(Arch::Sm90a, Precision::F16, 128, false);
+        assert_eq!(hopper.family, Family::Hopper);
+        assert!(matches!(
+            choose_varlen(
+                Arch::Sm90a,
+                Precision::F16,
+                128,
+                false,
+                KernelChoice::Variant(hopper)
+            ),
+            Err(Error::Unsupported(_))
+        ));
+    }
+}
