@@ -337,7 +337,7 @@ fn fragment_decode_matches_the_cpu_reference() {
         assert!(spec.variant.fragment_decode, "{}", spec.key());
     }
     for (i, d) in [128, 64, 256].into_iter().enumerate() {
-        // Through dispatch: on Hopper, every 8-bit precision takes fragment decode at causal
+        // Through dispatch: on Hopper, every 8-bit K/V precision takes fragment decode at causal
         // S 512 (the seeds' u8 code since round 19; at D256 E4M3 only, since round 20), on a
         // grid of 512 blocks (smaller grids take dispatch's small-tile path).
         for (j, p) in Precision::ALL
@@ -353,8 +353,16 @@ fn fragment_decode_matches_the_cpu_reference() {
                 90 + 8 * i as u64 + j as u64,
             );
             let spec = check(&dev, &stream, &host, KernelChoice::Auto);
-            if dev.info().arch == Arch::Sm90a {
+            // Full FP8 at D64/D128 runs on the Hopper family's 8-bit wgmma since round 25.
+            if dev.info().arch == Arch::Sm90a && (p != Precision::Fp8 || d == 256) {
                 assert!(spec.variant.fragment_decode, "{}", spec.key());
+            } else if dev.info().arch == Arch::Sm90a {
+                assert_eq!(
+                    spec.variant.family,
+                    fp8_sdpa::Family::Hopper,
+                    "{}",
+                    spec.key()
+                );
             }
         }
     }
