@@ -1,0 +1,155 @@
+//! The attention entry points, with candle-flash-attn's signatures and layout. CUDA tensors
+//! run fp8-sdpa's kernels on candle's own stream (feature `cuda`); CPU tensors run the f32
+//! reference ([`crate::reference::attention`]) and return Q's dtype.
+
+use crate::check::{self, err, KvKind};
+use candle_core::{Device, Error, Result, Tensor};
+
+/// Fused attention over fp16/bf16 Q, K, V in candle-flash-attn's layout.
+///
+/// - `q`: `[batch, seq_q, heads_q, head_dim]`, `F16` or `BF16`;
+/// - `k`, `v`: `[batch, seq_k, heads_kv, head_dim]`, Q's dtype, with `heads_q` a multiple of
+///   `heads_kv` (MHA, GQA, MQA);
+/// - `head_dim` 64, 128 or 256; last dim contiguous, other strides and the start offset
+///   multiples of 16 bytes (so `transpose(1, 2)` and `narrow` views on seq or batch are read
+///   in place, without a copy);
+/// - `causal`: aligned bottom-right, as in FlashAttention 2.1+: query `i` sees key `j` iff
+///   `j <= i + seq_k - seq_q` (a query that sees no key gets a zero row).
+///
+/// Returns a contiguous `[batch, seq_q, heads_q, head_dim]` tensor of Q's dtype. On CUDA the
+/// call is queued on candle's stream without a synchronization; on the CPU it runs the f32
+/// reference. Bad input is an [`Error`] saying what is wrong and how to fix it.
+///
+/// ```
+/// use candle_core::{DType, Device, Tensor};
+/// # fn main() -> candle_core::Result<()> {
+/// // Device::new_cuda(0)? with the `cuda` feature; the CPU runs the f32 reference.
+/// let dev = Device::Cpu;
+/// let q = Tensor::randn(0f32, 1., (1, 4, 8, 64), &dev)?.to_dtype(DType::F16)?;
+/// let k = Tensor::randn(0f32, 1., (1, 6, 2, 64), &dev)?.to_dtype(DType::F16)?; // GQA 4
+/// let v = Tensor::randn(0f32, 1., (1, 6, 2, 64), &dev)?.to_dtype(DType::F16)?;
+/// let o = fp8_sdpa_candle::flash_attn(&q, &k, &v, 1.0 / 8.0, true)?;
+/// assert_eq!((o.dims(), o.dtype()), (&[1usize, 4, 8, 64][..], DType::F16));
+/// # Ok(())
+/// # }
+/// ```
+pub fn flash_attn(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    softmax_scale: f32,
+    causal: bool,
+) -> Result<Tensor> {
+    let op = "flash_attn";
+    let dims = check::qkv(op, q, k, v, KvKind::LikeQ)?;
+    check::scale(op, softmax_scale)?;
+    match q.device() {
+        Device::Cpu => {
+            crate::reference::attention(q, k, v, softmax_scale, causal)?.to_dtype(q.dtype())
+        }
+        #[cfg(feature = "cuda")]
+        Device::Cuda(_) => crate::gpu::attn::flash_attn(q, k, v, None, dims, softmax_scale, causal),
+        other => {
+            let _ = dims;
+            Err(unsupported_device(op, other))
+        }
+    }
+}
+
+/// Fused attention with E4M3 K/V: fp16/bf16 Q, K and V as candle `F8E4M3` codes with fp32
+/// descales (`value = decode(code) * descale`). K/V take half the memory and bandwidth of
+/// fp16; the kernels decode them on the fly and compute in Q's precision.
+///
+/// Shapes, layout and mask as in [`flash_attn`]; `k_descale` and `v_descale` are `F32`
+/// `[heads_kv]` (one per head) or `[batch, heads_kv]`, contiguous, both the same form, every
+/// value finite and > 0. [`crate::quantize_e4m3`] produces codes and descales from fp16/bf16.
+/// Descale values are checked on the CPU; on CUDA they are not read back (that would
+/// synchronize the stream), so a bad descale there gives a bad output, not an error.
+///
+/// Returns a contiguous `[batch, seq_q, heads_q, head_dim]` tensor of Q's dtype.
+///
+/// ```
+/// use candle_core::{DType, Device, Tensor};
+/// use fp8_sdpa_candle::{flash_attn_fp8kv, quantize_e4m3};
+/// # fn main() -> candle_core::Result<()> {
+/// let dev = Device::Cpu;
+/// let q = Tensor::randn(0f32, 1., (2, 1, 8, 128), &dev)?.to_dtype(DType::BF16)?;
+/// let k = Tensor::randn(0f32, 1., (2, 40, 8, 128), &dev)?.to_dtype(DType::BF16)?;
+/// let v = Tensor::randn(0f32, 1., (2, 40, 8, 128), &dev)?.to_dtype(DType::BF16)?;
+/// let (k8, k_descale) = quantize_e4m3(&k)?;
+/// let (v8, v_descale) = quantize_e4m3(&v)?;
+/// let o = flash_attn_fp8kv(&q, &k8, &v8, &k_descale, &v_descale, 128f32.powf(-0.5), false)?;
+/// assert_eq!(o.dtype(), DType::BF16);
+/// # Ok(())
+/// # }
+/// ```
+pub fn flash_attn_fp8kv(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    k_descale: &Tensor,
+    v_descale: &Tensor,
+    softmax_scale: f32,
+    causal: bool,
+) -> Result<Tensor> {
+    let op = "flash_attn_fp8kv";
+    let dims = check::qkv(op, q, k, v, KvKind::E4m3)?;
+    check::same_device(
+        op,
+        &[("q", q), ("k_descale", k_descale), ("v_descale", v_descale)],
+    )?;
+    let ks = check::descale(op, "k_descale", k_descale, dims.batch, dims.heads_kv)?;
+    let vs = check::descale(op, "v_descale", v_descale, dims.batch, dims.heads_kv)?;
+    if ks != vs {
+        return Err(err(
+            op,
+            format!(
+                "k_descale {:?} and v_descale {:?} must have the same form ([heads_kv] or [batch, heads_kv])",
+                k_descale.shape(),
+                v_descale.shape()
+            ),
+        ));
+    }
+    check::scale(op, softmax_scale)?;
+    check::descale_values(op, "k_descale", k_descale)?;
+    check::descale_values(op, "v_descale", v_descale)?;
+    match q.device() {
+        Device::Cpu => {
+            let k = crate::dequantize_e4m3(k, k_descale)?;
+            let v = crate::dequantize_e4m3(v, v_descale)?;
+            crate::reference::attention(q, &k, &v, softmax_scale, causal)?.to_dtype(q.dtype())
+        }
+        #[cfg(feature = "cuda")]
+        Device::Cuda(_) => crate::gpu::attn::flash_attn(
+            q,
+            k,
+            v,
+            Some((k_descale, v_descale, ks)),
+            dims,
+            softmax_scale,
+            causal,
+        ),
+        other => {
+            let _ = dims;
+            Err(unsupported_device(op, other))
+        }
+    }
+}
+
+/// The error for a device this build cannot run on.
+pub(crate) fn unsupported_device(op: &str, dev: &Device) -> Error {
+    match dev {
+        Device::Cuda(_) => err(
+            op,
+            "fp8-sdpa-candle was built without its `cuda` feature; enable it \
+             (fp8-sdpa-candle = { features = [\"cuda\"] }) or move the tensors to Device::Cpu",
+        ),
+        other => err(
+            op,
+            format!(
+                "{:?} is not supported; use CUDA tensors, or CPU tensors for the f32 reference",
+                other.location()
+            ),
+        ),
+    }
+}

@@ -1,0 +1,287 @@
+//! The CUDA paths against the f32 reference (candle ops on CPU copies of the same inputs),
+//! with fp8-sdpa's per-precision thresholds. Build with `scripts/build-candle-cuda.sh`; run
+//! on a GPU machine with `--include-ignored`. Without a GPU every test fails (no skipping).
+//! Built only with the `cuda` feature (`required-features` in Cargo.toml).
+
+mod common;
+
+use candle_core::{DType, Device, Result, Tensor};
+use common::{err_msg, uniform, values};
+use fp8_sdpa::metrics::Thresholds;
+use fp8_sdpa::Precision;
+use fp8_sdpa_candle::{
+    dequantize_e4m3, flash_attn, flash_attn_fp8kv, quantize_e4m3, quantize_e4m3_with, reference,
+    Fp8KvCache, Fp8KvCacheConfig,
+};
+
+const CPU: Device = Device::Cpu;
+
+fn gpu() -> Device {
+    Device::new_cuda(0).expect("these tests need a CUDA GPU (device 0)")
+}
+
+fn precision(q: DType, fp8: bool) -> Precision {
+    match (q, fp8) {
+        (DType::F16, false) => Precision::F16,
+        (DType::BF16, false) => Precision::Bf16,
+        (DType::F16, true) => Precision::Fp8KvF16,
+        _ => Precision::Fp8KvBf16,
+    }
+}
+
+/// Checks a GPU output against the f32 reference over CPU copies of `q`, `k`, `v` (f32 or
+/// 16-bit; for FP8-KV the dequantized K/V), every element within the precision's bounds.
+fn check(
+    o: &Tensor,
+    (q, k, v): (&Tensor, &Tensor, &Tensor),
+    scale: f32,
+    causal: bool,
+    p: Precision,
+    what: &str,
+) -> Result<()> {
+    assert!(
+        o.device().is_cuda(),
+        "{what}: the output must stay on the GPU"
+    );
+    assert_eq!((o.dims(), o.dtype()), (q.dims(), q.dtype()), "{what}");
+    let cpu = |t: &Tensor| t.to_device(&CPU);
+    let want = values(&reference::attention(
+        &cpu(q)?,
+        &cpu(k)?,
+        &cpu(v)?,
+        scale,
+        causal,
+    )?)?;
+    let out: Vec<f32> = values(o)?.into_iter().map(|x| x as f32).collect();
+    let th = Thresholds::for_precision(p);
+    let stats = th.compare(&out, &want).expect("equal lengths");
+    if let Err(e) = th.check(&stats) {
+        panic!("{what}: {e}");
+    }
+    Ok(())
+}
+
+/// (batch, seq_q, seq_k, heads_q, heads_kv, head_dim)
+const SHAPES: [[usize; 6]; 4] = [
+    [2, 100, 300, 8, 2, 64],  // GQA 4, seq_q < seq_k
+    [1, 257, 129, 4, 4, 128], // seq_q > seq_k: causal rows that see nothing
+    [2, 1, 1000, 32, 8, 128], // decode-shaped
+    [1, 64, 64, 2, 1, 256],   // MQA
+];
+
+#[test]
+#[ignore = "needs a CUDA GPU: build with scripts/build-candle-cuda.sh, run with --include-ignored"]
+fn flash_attn_matches_the_reference() -> Result<()> {
+    let dev = gpu();
+    for (i, [b, sq, sk, hq, hkv, d]) in SHAPES.into_iter().enumerate() {
+        for dtype in [DType::F16, DType::BF16] {
+            for causal in [false, true] {
+                let s = 100 * i as u64;
+                let q = uniform([b, sq, hq, d], 2.0, s, dtype, &dev)?;
+                let k = uniform([b, sk, hkv, d], 2.0, s + 1, dtype, &dev)?;
+                let v = uniform([b, sk, hkv, d], 2.0, s + 2, dtype, &dev)?;
+                let scale = 1.0 / (d as f32).sqrt();
+                let o = flash_attn(&q, &k, &v, scale, causal)?;
+                let what = format!("shape {i} {dtype:?} causal {causal}");
+                check(
+                    &o,
+                    (&q, &k, &v),
+                    scale,
+                    causal,
+                    precision(dtype, false),
+                    &what,
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: build with scripts/build-candle-cuda.sh, run with --include-ignored"]
+fn views_are_read_in_place() -> Result<()> {
+    let dev = gpu();
+    // BHSD storage seen as BSHD, and K narrowed on seq.
+    let q = uniform([2, 8, 77, 128], 1.0, 1, DType::BF16, &dev)?.transpose(1, 2)?;
+    let k = uniform([2, 200, 2, 128], 1.0, 2, DType::BF16, &dev)?.narrow(1, 8, 150)?;
+    let v = uniform([2, 2, 150, 128], 1.0, 3, DType::BF16, &dev)?.transpose(1, 2)?;
+    let o = flash_attn(&q, &k, &v, 0.09, true)?;
+    check(&o, (&q, &k, &v), 0.09, true, Precision::Bf16, "views")?;
+    let want = flash_attn(
+        &q.contiguous()?,
+        &k.contiguous()?,
+        &v.contiguous()?,
+        0.09,
+        true,
+    )?;
+    assert_eq!(
+        values(&o)?,
+        values(&want)?,
+        "a view and its copy give the same bits"
+    );
+    Ok(())
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: build with scripts/build-candle-cuda.sh, run with --include-ignored"]
+fn fp8kv_matches_the_reference_over_dequantized_kv() -> Result<()> {
+    let dev = gpu();
+    for (i, [b, sq, sk, hq, hkv, d]) in SHAPES.into_iter().enumerate() {
+        for dtype in [DType::F16, DType::BF16] {
+            for causal in [false, true] {
+                let s = 100 * i as u64 + 50;
+                let q = uniform([b, sq, hq, d], 2.0, s, dtype, &dev)?;
+                let (k8, kd) = quantize_e4m3(&uniform([b, sk, hkv, d], 3.0, s + 1, dtype, &dev)?)?;
+                let (v8, vd) = quantize_e4m3(&uniform([b, sk, hkv, d], 3.0, s + 2, dtype, &dev)?)?;
+                // Per (batch, head) descales, then per head ones.
+                for (kd, vd) in [(kd.clone(), vd.clone()), (kd.get(0)?, vd.get(0)?)] {
+                    let scale = 1.0 / (d as f32).sqrt();
+                    let o = flash_attn_fp8kv(&q, &k8, &v8, &kd, &vd, scale, causal)?;
+                    let (kf, vf) = (dequantize_e4m3(&k8, &kd)?, dequantize_e4m3(&v8, &vd)?);
+                    let what = format!(
+                        "shape {i} {dtype:?} causal {causal} descales {:?}",
+                        kd.dims()
+                    );
+                    check(
+                        &o,
+                        (&q, &kf, &vf),
+                        scale,
+                        causal,
+                        precision(dtype, true),
+                        &what,
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Raw E4M3 codes of a tensor on any device.
+fn bits(t: &Tensor) -> Result<Vec<u8>> {
+    Ok(t.to_device(&CPU)?
+        .flatten_all()?
+        .to_vec1::<float8::F8E4M3>()?
+        .into_iter()
+        .map(|c| c.to_bits())
+        .collect())
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: build with scripts/build-candle-cuda.sh, run with --include-ignored"]
+fn gpu_quantizers_equal_the_cpu_bit_for_bit() -> Result<()> {
+    let dev = gpu();
+    for dtype in [DType::F16, DType::BF16] {
+        // A strided view: the kernel reads strides.
+        let x = uniform([3, 4, 70, 64], 6.0, 9, dtype, &dev)?.transpose(1, 2)?;
+        let (gc, gd) = quantize_e4m3(&x)?;
+        let (cc, cd) = quantize_e4m3(&x.to_device(&CPU)?)?;
+        assert!(gc.device().is_cuda() && gd.device().is_cuda());
+        assert_eq!(bits(&gc)?, bits(&cc)?, "{dtype:?} codes");
+        assert_eq!(values(&gd)?, values(&cd)?, "{dtype:?} descales");
+        let ds = (&cd * 0.7)?; // later appends: saturating under a smaller descale
+        let g = quantize_e4m3_with(&x, &ds.to_device(&dev)?)?;
+        let c = quantize_e4m3_with(&x.to_device(&CPU)?, &ds)?;
+        assert_eq!(bits(&g)?, bits(&c)?, "{dtype:?} codes under given descales");
+    }
+    Ok(())
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: build with scripts/build-candle-cuda.sh, run with --include-ignored"]
+fn cache_decode_matches_the_reference_and_the_cpu_cache() -> Result<()> {
+    let dev = gpu();
+    for (dtype, page_size) in [(DType::F16, 64), (DType::BF16, 16)] {
+        let (b, hq, hkv, d) = (3, 16, 4, 128);
+        let mut cfg = Fp8KvCacheConfig::new(b, hkv, d, 700);
+        cfg.page_size = page_size;
+        let mut on_gpu = Fp8KvCache::new(cfg, &dev)?;
+        let mut on_cpu = Fp8KvCache::new(cfg, &CPU)?;
+        let append = |n: usize, seed: u64, caches: [&mut Fp8KvCache; 2]| -> Result<()> {
+            let k = uniform([b, n, hkv, d], 2.0, seed, dtype, &dev)?;
+            let v = uniform([b, n, hkv, d], 2.0, seed + 1, dtype, &dev)?;
+            let [g, c] = caches;
+            g.append(&k, &v)?;
+            c.append(&k.to_device(&CPU)?, &v.to_device(&CPU)?)
+        };
+        append(500, 1, [&mut on_gpu, &mut on_cpu])?;
+        for step in 0..64u64 {
+            append(1, 10 + 2 * step, [&mut on_gpu, &mut on_cpu])?;
+            let (kg, vg) = on_gpu.dequantized_kv()?;
+            if step % 16 == 0 {
+                // Same codes and descales on both devices.
+                let (kc, vc) = on_cpu.dequantized_kv()?;
+                assert_eq!(values(&kg)?, values(&kc)?, "{dtype:?} step {step}: K");
+                assert_eq!(values(&vg)?, values(&vc)?, "{dtype:?} step {step}: V");
+            }
+            let sq = 1 + (step as usize % 2); // single tokens and pairs (speculative)
+            let q = uniform([b, sq, hq, d], 2.0, 1000 + step, dtype, &dev)?;
+            let o = on_gpu.attend(&q, 0.088, true)?;
+            let what = format!("{dtype:?} pages {page_size} step {step}");
+            check(
+                &o,
+                (&q, &kg, &vg),
+                0.088,
+                true,
+                precision(dtype, true),
+                &what,
+            )?;
+        }
+        assert_eq!(on_gpu.len(), 564);
+    }
+    Ok(())
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: build with scripts/build-candle-cuda.sh, run with --include-ignored"]
+fn runs_in_order_on_candles_stream_without_a_sync() -> Result<()> {
+    // candle's default device uses the per-thread stream; new_cuda_with_stream its own.
+    for dev in [Device::new_cuda(0)?, Device::new_cuda_with_stream(0)?] {
+        let x = uniform([4, 512, 16, 128], 1.0, 5, DType::F16, &dev)?;
+        let k = uniform([4, 512, 4, 128], 1.0, 6, DType::F16, &dev)?;
+        let v = uniform([4, 512, 4, 128], 1.0, 7, DType::F16, &dev)?;
+        for round in 0..3 {
+            // candle writes Q, ours reads it and writes O, candle reads O: no sync between.
+            let q = (&x * 2.0)?.contiguous()?;
+            let o = flash_attn(&q, &k, &v, 0.088, true)?;
+            let y = ((&o * 2.0)? * 0.5)?; // exact in f16
+            check(
+                &y,
+                (&q, &k, &v),
+                0.088,
+                true,
+                Precision::F16,
+                &format!("round {round}"),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: build with scripts/build-candle-cuda.sh, run with --include-ignored"]
+fn gpu_errors_are_candle_errors() -> Result<()> {
+    let dev = gpu();
+    let q = uniform([1, 4, 2, 64], 1.0, 1, DType::F16, &dev)?;
+    let k = uniform([1, 4, 2, 64], 1.0, 2, DType::F16, &CPU)?;
+    let msg = err_msg(flash_attn(&q, &k, &k, 0.1, false));
+    assert!(msg.contains("k is on Cpu but q is on Cuda"), "{msg}");
+    // A limit only fp8-sdpa knows (its grid), passed through with its message.
+    let q = uniform([70000, 1, 1, 64], 1.0, 3, DType::F16, &dev)?;
+    let msg = err_msg(flash_attn(&q, &q, &q, 0.1, false));
+    assert!(
+        msg.contains("flash_attn") && msg.contains("launch limits"),
+        "{msg}"
+    );
+    let cache = Fp8KvCache::new(Fp8KvCacheConfig::new(1, 2, 64, 64), &dev)?;
+    let msg = err_msg(cache.attend(
+        &uniform([1, 1, 2, 64], 1.0, 4, DType::F16, &CPU)?,
+        0.1,
+        true,
+    ));
+    assert!(
+        msg.contains("q is on Cpu but the cache is on Cuda"),
+        "{msg}"
+    );
+    Ok(())
+}
