@@ -176,6 +176,10 @@ const DECODE_N32: &str = "decode.m16.n32.w2.s4.b4.cex";
 /// The tuner's pick for large contiguous FP8-KV decode batches on sm_90a (`tuned/default.json`,
 /// round 26): two 32-key warps, three CTAs per SM.
 const DECODE_N64_W2: &str = "decode.m16.n64.w2.s3.b3.cex";
+/// The tuner's picks for small contiguous decode grids on sm_90a (round 26, run 146): 128 keys
+/// per step, fp16 with three stages at one CTA per SM, FP8-KV with four stages at two.
+const DECODE_N128_F16: &str = "decode.m16.n128.w4.s3.b1.cex";
+const DECODE_N128_KV8: &str = "decode.m16.n128.w4.s4.b2.cex";
 
 /// The decode family's variant for a paged call (the only family that reads a paged cache):
 /// the 4-warp tile where its shared memory fits the arch, else the 2-warp one (16-bit D256
@@ -645,6 +649,12 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // verify cover what dispatch can pick from the table.
     // D128 only: its entry's head dim, and at D256 its 8-bit decode spills (check).
     out.push((v(DECODE_N64_W2), |p, d| decode_precisions(p, d) && d <= 128));
+    // Only the classes their entries serve (sanitizers and the tuner's correctness gate ran
+    // on those).
+    out.push((v(DECODE_N128_F16), |p, d| p == Precision::F16 && d == 128));
+    out.push((v(DECODE_N128_KV8), |p, d| {
+        p == Precision::Fp8KvF16 && d == 128
+    }));
     out
 }
 
