@@ -71,6 +71,14 @@ pub struct CallOptions {
     pub sm_margin: u32,
 }
 
+impl CallOptions {
+    /// The SMs a call sizes its grid for on a device of `sm_count`: all but `sm_margin`, and
+    /// at least one.
+    pub fn usable_sms(&self, sm_count: u32) -> u32 {
+        sm_count.saturating_sub(self.sm_margin).max(1)
+    }
+}
+
 impl Default for CallOptions {
     fn default() -> Self {
         CallOptions {
@@ -103,22 +111,36 @@ pub(crate) fn desc(d: &Option<Descale<'_>>) -> Option<DescaleDesc> {
     })
 }
 
+/// The validation view of a call's tensors, LSE, descales and parameters (dense and varlen
+/// calls alike).
+pub(crate) fn call_desc(
+    [q, k, v]: [&TensorRef<'_>; 3],
+    o: &TensorMut<'_>,
+    lse: &Option<VecMut<'_>>,
+    descales: [&Option<Descale<'_>>; 3],
+    params: AttnParams,
+) -> CallDesc {
+    CallDesc {
+        q: q.desc,
+        k: k.desc,
+        v: v.desc,
+        o: o.desc,
+        lse: lse.as_ref().map(|l| (l.ptr, l.len)),
+        descales: descales.map(desc),
+        params,
+    }
+}
+
 impl Attention<'_> {
     /// The validation view of this call.
     pub fn describe(&self) -> CallDesc {
-        CallDesc {
-            q: self.q.desc,
-            k: self.k.desc,
-            v: self.v.desc,
-            o: self.o.desc,
-            lse: self.lse.as_ref().map(|l| (l.ptr, l.len)),
-            descales: [
-                desc(&self.q_descale),
-                desc(&self.k_descale),
-                desc(&self.v_descale),
-            ],
-            params: self.params,
-        }
+        call_desc(
+            [&self.q, &self.k, &self.v],
+            &self.o,
+            &self.lse,
+            [&self.q_descale, &self.k_descale, &self.v_descale],
+            self.params,
+        )
     }
 }
 
@@ -133,7 +155,7 @@ impl Device {
     ) -> Result<Launched> {
         let call = a.describe();
         let Validated { precision, shape } = validate(&call)?;
-        let sm_count = self.info().sm_count.saturating_sub(opts.sm_margin).max(1);
+        let sm_count = opts.usable_sms(self.info().sm_count);
         if opts.check_descales {
             check_descales(
                 stream,

@@ -55,7 +55,7 @@
 //! ```
 
 use super::attention::{
-    check_descales, desc, read_back, sdpa_params, CallOptions, Descale, KernelChoice, Launched,
+    call_desc, check_descales, read_back, sdpa_params, CallOptions, Descale, KernelChoice, Launched,
 };
 use super::device::Device;
 use super::tensor::{IdxRef, TensorMut, TensorRef, VecMut};
@@ -102,19 +102,13 @@ impl AttentionVarlen<'_> {
     /// The validation view of this call.
     pub fn describe(&self) -> (CallDesc, VarlenDesc) {
         (
-            CallDesc {
-                q: self.q.desc,
-                k: self.k.desc,
-                v: self.v.desc,
-                o: self.o.desc,
-                lse: self.lse.as_ref().map(|l| (l.ptr, l.len)),
-                descales: [
-                    desc(&self.q_descale),
-                    desc(&self.k_descale),
-                    desc(&self.v_descale),
-                ],
-                params: self.params,
-            },
+            call_desc(
+                [&self.q, &self.k, &self.v],
+                &self.o,
+                &self.lse,
+                [&self.q_descale, &self.k_descale, &self.v_descale],
+                self.params,
+            ),
             VarlenDesc {
                 cu_seqlens_q: (self.cu_seqlens_q.ptr, self.cu_seqlens_q.len),
                 cu_seqlens_k: (self.cu_seqlens_k.ptr, self.cu_seqlens_k.len),
@@ -215,7 +209,7 @@ impl Device {
         // The portable kernel's variable-length mode (a module of its own: portable.cu's
         // VARLEN), compiled on first use.
         let kernel = self.kernel_varlen(&spec)?;
-        let sm_count = self.info().sm_count.saturating_sub(opts.sm_margin).max(1);
+        let sm_count = opts.usable_sms(self.info().sm_count);
         // The dense grids over the longest sequence (geometry.rs); blocks past a sequence's
         // end return at once.
         let g = geometry::grid(&spec, &v.shape, sm_count, self.info().l2_bytes);
