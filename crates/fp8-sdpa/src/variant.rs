@@ -621,13 +621,28 @@ impl KernelSpec {
                 ))
             }
             Family::Hopper
-                if self.precision == Precision::Fp8 && !self.variant.tile_n.is_multiple_of(128) =>
+                if self.precision == Precision::Fp8
+                    && self.variant.tile_n != 64
+                    && !self.variant.tile_n.is_multiple_of(128) =>
             {
                 fail(format!(
-                    "the hopper family's FP8 kernel transposes V in slabs of 128 keys: tile_n must \
-                     be 128 or 256, got {}",
+                    "the hopper family's FP8 kernel transposes V into 128-key rows: tile_n must \
+                     be 64, 128 or 256, got {}",
                     self.variant.tile_n
                 ))
+            }
+            Family::Hopper
+                if self.precision == Precision::Fp8
+                    && self.head_dim == 256
+                    && (self.variant.overlap || self.variant.tile_n != 64) =>
+            {
+                fail(
+                    "the hopper family's FP8 kernel at head dim 256 runs S = Q.K^T as two chains \
+                     added in fp32 beside O's 128 registers, which fits the 64-key tile without \
+                     the overlap only: take tile_n 64 and drop 'o' (ping-pong 'g' overlaps the \
+                     two consumers instead)"
+                        .to_string(),
+                )
             }
             Family::Hopper => self.check_smem(arch),
             Family::Portable => {
@@ -749,7 +764,9 @@ impl KernelSpec {
         let v = &self.variant;
         let d = self.head_dim;
         if self.precision == Precision::Fp8 {
-            v.tile_m * d + 3 * v.stages * v.tile_n * d + 8 * (2 + 6 * v.stages) + 1024
+            // Vt keeps 128-key rows: a 64-key tile fills half of each.
+            let vt = d * 128 * v.tile_n.div_ceil(128);
+            v.tile_m * d + v.stages * (2 * v.tile_n * d + vt) + 8 * (2 + 6 * v.stages) + 1024
         } else {
             let row = 2 * d;
             v.tile_m * row + 2 * v.stages * v.tile_n * row + 8 * (2 + 4 * v.stages) + 1024

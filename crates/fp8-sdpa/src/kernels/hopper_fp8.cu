@@ -7,7 +7,8 @@
 // GEMMs. The consumers are hopper.cu's (S = Q.K^T, online softmax, P.V with P from
 // registers), with P packed to E4M3 (scaled up by 2^8, hopper_parts.cuh's P_SHIFT), each key
 // block's P.V added to O in fp32, and the descales folded into the softmax scale (Q, K) and
-// the epilogue (V).
+// the epilogue (V). D256 runs the sequential consumer on 64-key tiles, with S = Q.K^T in two
+// chains and P.V in two column halves, each added in fp32 (issue_qk, issue_pv).
 //
 // P's register order: the S accumulator gives lane (g, t) the keys 8j + 2t, 8j + 2t + 1, while
 // an 8-bit A fragment wants 4t .. 4t + 3 in one register. Rather than shuffle P, each register
@@ -16,7 +17,7 @@
 // consistent order of the summed index gives the same P.V.
 //
 // Shared memory (1024-byte aligned tiles): Q [SLABS][TILE_M][ROW], then per stage K and raw V
-// [SLABS][TILE_N][ROW] (ROW = 128 bytes, or 64 at D64, TMA-swizzled), Vt [TILE_N / 128][D][128]
+// [SLABS][TILE_N][ROW] (ROW = 128 bytes, or 64 at D64, TMA-swizzled), Vt [ceil(TILE_N / 128)][D][128]
 // (128-byte swizzle), O (16-bit, hopper_parts.cuh) where it fits, the mbarriers.
 #include "types.cuh"
 #include "softmax.cuh"
@@ -38,19 +39,20 @@ constexpr int THREADS = SDPA_WARPS * 32;
 constexpr bool OVERLAP = SDPA_OVERLAP;
 constexpr bool PINGPONG = SDPA_PINGPONG && CONSUMERS == 2;
 static_assert(Same<T, e4m3_t>::value && Same<SDPA_KV_T, e4m3_t>::value, "E4M3 Q, K and V");
-static_assert(TILE_M == 64 * CONSUMERS && TILE_N % 128 == 0 && TILE_N <= 256, "tile shape");
+static_assert(TILE_M == 64 * CONSUMERS && (TILE_N == 64 || TILE_N % 128 == 0) && TILE_N <= 256, "tile shape");
 
 constexpr int ROW = D < 128 ? D : 128;  // bytes per swizzled row of Q, K, raw V
 constexpr int SLABS = D / ROW;
 constexpr u32 LAYOUT = ROW == 128 ? 1 : 2, ATOM = 8 * ROW;  // wgmma swizzle code, SBO
 typedef Tile8<ROW> Raw;                                       // TMA's swizzle, as ldmatrix reads it
 constexpr u32 Q_SLAB = TILE_M * ROW, KV_SLAB = TILE_N * ROW, VT_SLAB = D * 128;
-constexpr u32 Q_BYTES = Q_SLAB * SLABS, KV_BYTES = KV_SLAB * SLABS;
+// Vt keeps 128-byte rows (128 keys per slab); a 64-key tile fills half of each.
+constexpr u32 Q_BYTES = Q_SLAB * SLABS, KV_BYTES = KV_SLAB * SLABS, VT_BYTES = VT_SLAB * ((TILE_N + 127) / 128);
 enum : u32 { Q_FULL = 0, Q_EMPTY = 1, K_FULL = 2, K_EMPTY = K_FULL + STAGES, R_FULL = K_EMPTY + STAGES,
              R_EMPTY = R_FULL + STAGES, V_FULL = R_EMPTY + STAGES, V_EMPTY = V_FULL + STAGES,
              N_BARS = V_EMPTY + STAGES };
 constexpr u32 OFF_K = Q_BYTES, OFF_R = OFF_K + STAGES * KV_BYTES, OFF_V = OFF_R + STAGES * KV_BYTES;
-constexpr u32 RING_END = OFF_V + STAGES * KV_BYTES, O_BYTES = TILE_M * D * 2;
+constexpr u32 RING_END = OFF_V + STAGES * VT_BYTES, O_BYTES = TILE_M * D * 2;
 constexpr bool STAGE_O = RING_END + O_BYTES + 8 * N_BARS + 1024 <= 232448;
 constexpr u32 OFF_O = RING_END, OFF_BAR = RING_END + (STAGE_O ? O_BYTES : 0);
 static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
@@ -79,7 +81,7 @@ __device__ __forceinline__ void transpose_v(u32 smem, u32 u) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     mbar_wait(bar_at(smem, R_FULL, u), phase_of(u));
     mbar_wait(bar_at(smem, V_EMPTY, u), phase_of(u) ^ 1);
-    const u32 raw = smem + OFF_R + (u % STAGES) * KV_BYTES, vt = smem + OFF_V + (u % STAGES) * KV_BYTES;
+    const u32 raw = smem + OFF_R + (u % STAGES) * KV_BYTES, vt = smem + OFF_V + (u % STAGES) * VT_BYTES;
     const int key_l = 16 * ((lane % 8) / 4) + 2 * (lane % 4) + (lane / 8 & 1) + 8 * (lane / 16);
     constexpr int CHUNKS = D / 16;
 #pragma unroll 1
@@ -148,35 +150,73 @@ __device__ __forceinline__ void produce(const SdpaParams& p, const HopperMaps& m
 }
 
 // ---- consumer: the two GEMMs and the E4M3 P --------------------------------------------------
-// S = Q.K^T: D / 32 k-steps of 32 bytes inside the swizzled rows, slab by slab.
-__device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32 k_tile) {
-    wgmma_fence();
+// S = Q.K^T over k32 steps [K0, K1) of 32 bytes inside the swizzled rows, slab by slab, for
+// N keys from k_tile.
+template <int N, int K0, int K1>
+__device__ __forceinline__ void qk_steps(float (&s)[N / 2], u32 q_tile, u32 k_tile) {
 #pragma unroll
-    for (int kk = 0; kk < D / 32; ++kk) {
+    for (int kk = K0; kk < K1; ++kk) {
         const int slab = kk / (ROW / 32);
         const u32 off = (kk % (ROW / 32)) * 32;
-        Wgmma<T, TILE_N>::template ss<0>(s, wgmma_desc(q_tile + slab * Q_SLAB + off, 16, ATOM, LAYOUT),
-                                         wgmma_desc(k_tile + slab * KV_SLAB + off, 16, ATOM, LAYOUT), kk > 0);
+        Wgmma<T, N>::template ss<0>(s, wgmma_desc(q_tile + slab * Q_SLAB + off, 16, ATOM, LAYOUT),
+                                    wgmma_desc(k_tile + slab * KV_SLAB + off, 16, ATOM, LAYOUT), kk > K0);
     }
-    wgmma_commit();
+}
+// At D256 one chain of eight k-steps loses too much of a large score to the 8-bit wgmma's
+// reduced-precision additions (rows of x30 outliers: LSE off by 0.3, over verify's bound), so
+// S runs as two chains of four, added in fp32 (run 147). On the 64-key tile the second chain's
+// 32 registers fit beside O's 128; on the 128-key one they spill.
+constexpr bool QK_SPLIT = D > 128;
+static_assert(!QK_SPLIT || TILE_N == 64, "the split S = Q.K^T needs the 64-key tile");
+__device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32 k_tile) {
+    wgmma_fence();
+    if (QK_SPLIT) {
+        float t[TILE_N / 2];
+        qk_steps<TILE_N, 0, D / 64>(s, q_tile, k_tile);
+        qk_steps<TILE_N, D / 64, D / 32>(t, q_tile, k_tile);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_hold(s);
+        wgmma_hold(t);
+#pragma unroll
+        for (int i = 0; i < TILE_N / 2; ++i) s[i] += t[i];
+    } else {
+        qk_steps<TILE_N, 0, D / 32>(s, q_tile, k_tile);
+        wgmma_commit();
+    }
 }
 // OB = P.V of one key block: Vt is K-major (keys contiguous), 128 keys per slab, a k32 step
 // +32 bytes. The block's product goes to its own accumulator, added to O in fp32 by the
 // threads (add_block): the 8-bit wgmma accumulates at reduced precision (its additions keep
 // about 14 significant bits, DeepSeek-V3's report), which over the hundreds of key blocks
-// of a long row drifts O by several % if O itself is the accumulator.
-__device__ __forceinline__ void issue_pv(float (&ob)[D / 2], const u32 (&pa)[TILE_N / 32][4], u32 vt) {
+// of a long row drifts O by several % if O itself is the accumulator. At D256 an accumulator
+// for all of D does not fit beside O (128 + 128 of 232 registers), so P.V runs in column
+// halves of 128 (Vt rows 128 part ..), each added to O before the next is issued.
+constexpr int PV_PARTS = D > 128 ? 2 : 1, DP = D / PV_PARTS;
+static_assert(!OVERLAP || PV_PARTS == 1, "D256 needs the sequential consumer");
+__device__ __forceinline__ void issue_pv(float (&ob)[DP / 2], const u32 (&pa)[TILE_N / 32][4], u32 vt) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < TILE_N / 32; ++kk)
-        Wgmma<T, D>::template rs<0>(ob, pa[kk], wgmma_desc(vt + (kk / 4) * VT_SLAB + (kk % 4) * 32, 16, 1024, 1),
-                                    kk > 0);
+        Wgmma<T, DP>::template rs<0>(ob, pa[kk], wgmma_desc(vt + (kk / 4) * VT_SLAB + (kk % 4) * 32, 16, 1024, 1),
+                                     kk > 0);
     wgmma_commit();
 }
-// O = (O + OB) * alpha: the finished block joins O, then O moves to the newest block's max.
-__device__ __forceinline__ void add_block(float (&o)[D / 2], const float (&ob)[D / 2], const float (&alpha)[2]) {
+// O = (O + OB) * alpha (overlapped consumer, whole D): the finished block joins O, then O
+// moves to the newest block's max.
+__device__ __forceinline__ void add_block(float (&o)[D / 2], const float (&ob)[DP / 2], const float (&alpha)[2]) {
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = (o[i] + ob[i]) * alpha[(i >> 1) & 1];
+    for (int i = 0; i < DP / 2; ++i) o[i] = (o[i] + ob[i]) * alpha[(i >> 1) & 1];
+}
+// O = O * alpha + OB over columns [DP part, DP (part + 1)): accumulator register i of an
+// N = DP wgmma is register DP / 2 * part + i of the full-width layout.
+__device__ __forceinline__ void scale_add_part(float (&o)[D / 2], const float (&ob)[DP / 2], const float (&alpha)[2],
+                                               int part) {
+#pragma unroll
+    for (int i = 0; i < DP / 2; ++i) {
+        float& x = o[DP / 2 * part + i];
+        x = fmaf(x, alpha[(i >> 1) & 1], ob[i]);
+    }
 }
 __device__ __forceinline__ u32 e4m3x4(float a, float b, float c, float d) {
     return u32(float2_to_e4m3x2(a, b)) | (u32(float2_to_e4m3x2(c, d)) << 16);
@@ -223,8 +263,8 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
             }
         };
         auto k_tile = [&](u32 use) { return smem + OFF_K + (use % STAGES) * KV_BYTES; };
-        auto v_tile = [&](u32 use) { return smem + OFF_V + (use % STAGES) * KV_BYTES; };
-        float s[TILE_N / 2], alpha[2], ob[D / 2];
+        auto v_tile = [&](u32 use) { return smem + OFF_V + (use % STAGES) * VT_BYTES; };
+        float s[TILE_N / 2], alpha[2], ob[DP / 2];
         u32 pa[TILE_N / 32][4];
         const float keep[2] = {1.f, 1.f};
         auto scores = [&](u32 u, int j) {
@@ -238,15 +278,19 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
             mask_block(s, j, w, cw, q0, t4, p);
             softmax_step(s, rs, alpha, sl2);
         };
-        auto values = [&](u32 u) {
+        // The sequential consumer: O = O * alpha + P.V, a half of D at a time at D256.
+        auto values = [&](u32 u, const float (&a)[2]) {
             mbar_wait(bar_at(smem, V_FULL, u), phase_of(u));
-            turn_wait(cw);
-            issue_pv(ob, pa, v_tile(u));
-            turn_pass(cw);
-            wgmma_wait<0>();
-            wgmma_hold(ob);
-            if (lane == 0) mbar_arrive(bar_at(smem, V_EMPTY, u));
-            add_block(o, ob, keep);
+#pragma unroll
+            for (int part = 0; part < PV_PARTS; ++part) {
+                turn_wait(cw);
+                issue_pv(ob, pa, v_tile(u) + part * DP * 128);
+                turn_pass(cw);
+                wgmma_wait<0>();
+                wgmma_hold(ob);
+                if (part == PV_PARTS - 1 && lane == 0) mbar_arrive(bar_at(smem, V_EMPTY, u));
+                scale_add_part(o, ob, a, part);
+            }
         };
         if (w.n_blocks > 0 && OVERLAP) {
             // softmax(j) while P.V(j + 1) runs, as in hopper.cu.
@@ -271,13 +315,12 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
                 add_block(o, ob, alpha);
                 to_p(s, pa);
             }
-            values(it++);
+            values(it++, keep);  // O is at the last block's max already
         } else {
             for (int j = w.n_blocks - 1; j >= 0; --j, ++it) {
                 scores(it, j);
-                rescale(o, alpha);
                 to_p(s, pa);
-                values(it);
+                values(it, alpha);
             }
         }
         epilogue(p, maps, smem, cw, w, o, rs, q0, sl2, vd);

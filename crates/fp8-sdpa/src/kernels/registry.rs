@@ -138,10 +138,13 @@ fn d128_16bit(p: Precision, d: u32) -> bool {
 fn sixteen_bit(p: Precision, _: u32) -> bool {
     matches!(p, Precision::F16 | Precision::Bf16)
 }
-/// Full FP8 on the Hopper family: D64 and D128. At D256 the consumers need 240 registers (O
-/// alone is 128) and the transposing producer spills at the 24 that leaves it (issue 28).
+/// Full FP8 on the Hopper family with the overlapped consumer: D64 and D128. At D256 its
+/// second accumulator does not fit beside O (issue 28); D256 takes [`full_fp8_d256`]'s tiles.
 fn full_fp8(p: Precision, d: u32) -> bool {
     p == Precision::Fp8 && d <= 128
+}
+fn full_fp8_d256(p: Precision, d: u32) -> bool {
+    p == Precision::Fp8 && d == 256
 }
 fn sixteen_bit_d64_128(p: Precision, d: u32) -> bool {
     sixteen_bit(p, d) && d <= 128
@@ -168,6 +171,12 @@ const HOPPER_N80: &str = "hopper.m128.n80.w12.s2.b1.w4ogex";
 /// two): FA3's D64 tile, the D64 default from S 2k since round 22. It spills at D128 (three
 /// warpgroups leave 160 registers each), so it is registered for D64 only.
 const HOPPER_M192_D64: &str = "hopper.m192.n128.w16.s2.b1.w4poex";
+/// Full FP8 at D256 (round 27): 64 keys per stage, three stages, ping-pong without the
+/// intra-warpgroup overlap (whose second accumulator does not fit beside O's 128 registers);
+/// S = Q.K^T in two chains and P.V in two column halves, each added in fp32. Persistent for
+/// non-causal, one block per tile for causal.
+const HOPPER_FP8_D256: &str = "hopper.m128.n64.w12.s3.b1.w4pgex";
+const HOPPER_FP8_D256_NP: &str = "hopper.m128.n64.w12.s3.b1.w4gex";
 
 /// Decode family (sm_80 and up): 16 packed query rows per CTA, 4 warps of 16 keys per step,
 /// a 3-stage cp.async ring per warp; and a 2-warp, 4-stage one for four CTAs per SM.
@@ -230,7 +239,7 @@ fn arch_class(arch: Arch) -> ArchClass {
 }
 
 /// The shipped variant for a problem class: the Hopper family for fp16/bf16 on sm_90a
-/// ([`hopper_default`]) and for full FP8 at D64/D128 ([`hopper_fp8_default`]), else the
+/// ([`hopper_default`]) and for full FP8 ([`hopper_fp8_default`]), else the
 /// portable family. Portable defaults use cp.async, a swizzled
 /// ring, tensor-core P·V and `ex2.approx`; they differ in tile and warp shape by head dim, by
 /// the arch's shared memory and, on Hopper at D64 and D128, by whether K/V are 8-bit. Most
@@ -241,7 +250,7 @@ pub fn default_variant(arch: Arch, precision: Precision, head_dim: u32, causal: 
     if arch_class(arch) == ArchClass::Hopper && sixteen_bit(precision, head_dim) {
         return hopper_default(head_dim, causal);
     }
-    if arch_class(arch) == ArchClass::Hopper && full_fp8(precision, head_dim) {
+    if arch_class(arch) == ArchClass::Hopper && precision == Precision::Fp8 {
         return hopper_fp8_default(head_dim, causal);
     }
     portable_default(arch, precision, head_dim, causal)
@@ -275,11 +284,16 @@ fn hopper_default(head_dim: u32, causal: bool) -> Variant {
 /// ping-pong, D128 S 1k / 4k 649 / 760 (overlap alone 601 / 734), D64 404 / 452, D64 causal
 /// S 1k / 4k 300 / 415; D128 causal takes overlap alone, S 1k / 4k / 16k 430 / 664 / 744
 /// against 453 / 606 / 660 persistent.
+/// D256 (round 27, run 148, H100, fp8 grid, TFLOPS, against the portable family's 313-358 on an
+/// H200 in run 143): the 64-key tile, persistent for non-causal (S 1k / 4k / 16k 579 / 694 /
+/// 725 against 536 / 683 / 721), one block per tile for causal (396 / 629 / 715 against 368 /
+/// 491 / 527 persistent).
 fn hopper_fp8_default(head_dim: u32, causal: bool) -> Variant {
-    v(if causal && head_dim == 128 {
-        HOPPER_N128_O
-    } else {
-        HOPPER_N128_PERSISTENT
+    v(match (head_dim, causal) {
+        (256, false) => HOPPER_FP8_D256,
+        (256, true) => HOPPER_FP8_D256_NP,
+        (128, true) => HOPPER_N128_O,
+        _ => HOPPER_N128_PERSISTENT,
     })
 }
 
@@ -641,6 +655,9 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v(HOPPER_N128_O), full_fp8));
     out.push((v(HOPPER_N128), full_fp8));
     out.push((v(HOPPER_N128_PERSISTENT), full_fp8));
+    // Round 27: D256, ping-pong without overlap, persistent and not.
+    out.push((v(HOPPER_FP8_D256), full_fp8_d256));
+    out.push((v(HOPPER_FP8_D256_NP), full_fp8_d256));
     // Decode family (issue 27): dispatched for decode-shaped calls (see
     // default_variant_for_shape).
     out.push((v(DECODE_N64), decode_precisions));
@@ -757,8 +774,17 @@ mod tests {
         // 8-bit K/V at D256 on sm_90a. E4M3: fragment decode on 64-row blocks (Q 32 KB + two
         // 8-bit K/V slots 64 KB, plus a bf16 Q's row factors). The seeds' u8 code: the ring of
         // one, one 8-bit slot with two staging pairs (Q 64 KB + staging 128 KB + ring 32 KB).
-        // 16-bit K/V take the Hopper family (its own test below).
-        for p in Precision::ALL.into_iter().filter(|p| p.kv_is_8bit()) {
+        // 16-bit K/V take the Hopper family (its own test below), and so does full FP8 since
+        // round 27 (checked here too).
+        for causal in [false, true] {
+            let v = default_variant(Arch::Sm90a, Precision::Fp8, 256, causal);
+            assert_eq!(v.family, Family::Hopper);
+            assert_eq!((v.tile_n, v.overlap, v.persistent), (64, false, !causal));
+        }
+        for p in Precision::ALL
+            .into_iter()
+            .filter(|p| p.kv_is_8bit() && *p != Precision::Fp8)
+        {
             for causal in [false, true] {
                 let v = default_variant(Arch::Sm90a, p, 256, causal);
                 let spec = KernelSpec {
