@@ -29,74 +29,160 @@
 //! `--help` lists the flags.
 
 use candle_core::{DType, Device, Result, Tensor, D};
-use clap::Parser;
 use fp8_sdpa_candle::{flash_attn, Fp8KvCache, Fp8KvCacheConfig};
 use rand::{Rng, SeedableRng};
 use std::process::ExitCode;
 use std::time::Instant;
 
-#[derive(Parser, Debug)]
-#[command(about = "A Llama-style decoder with candle's attention and with fp8-sdpa's")]
+const USAGE: &str = "\
+llama_decode: a Llama-style decoder with candle's attention and with fp8-sdpa's
+
+Flags (--name value or --name=value; sizes in brackets: default, and with --tiny):
+  --device cuda|cpu   cuda needs the `cuda` feature and a GPU; cpu runs the tiny model
+                      through the CPU reference paths (checks the logic) [cuda]
+  --tiny              the tiny sizes (the default on the CPU); size flags still override
+  --layers N          decoder layers [4; 2]
+  --hidden N          model width [2048; 256]
+  --heads N           query heads [16; 4]
+  --kv-heads N        KV heads (GQA) [4; 2]
+  --head-dim N        64, 128 or 256 [128; 64]
+  --ffn N             MLP width [5632; 512]
+  --vocab N           vocabulary [32000; 1024]
+  --batch N           sequences decoded together [8; 2]
+  --prompt N          prompt tokens per sequence [1024; 48]
+  --gen N             tokens generated per sequence after the prefill's [128; 8]
+  --dtype bf16|f16    weights and activations [bf16]
+  --seed N            seed of the weights and prompts [42]
+  --page-size N       tokens per page of the FP8 cache, 16..=256 [64]
+  --headroom X        factor >= 1 on the FP8 cache's descales from the prompt's amax,
+                      room for larger K/V later (values beyond saturate) [1]
+  --warmup N          untimed full runs of each side before the timed one [1]
+  --free-run          the fp8-sdpa run follows its own greedy tokens (logits then compare
+                      only up to the first step where the tokens differ)
+  --all-steps         print every step's logit difference (default: about 16)
+  --help              this text
+";
+
+/// The flags that take a value.
+const VALUE_FLAGS: [&str; 16] = [
+    "--device",
+    "--dtype",
+    "--layers",
+    "--hidden",
+    "--heads",
+    "--kv-heads",
+    "--head-dim",
+    "--ffn",
+    "--vocab",
+    "--batch",
+    "--prompt",
+    "--gen",
+    "--seed",
+    "--page-size",
+    "--headroom",
+    "--warmup",
+];
+
+/// The command line (see [`USAGE`]).
+#[derive(Debug)]
 struct Args {
-    /// cuda (needs the `cuda` feature and a GPU) or cpu (a tiny model, checks the logic).
-    #[arg(long, default_value = "cuda")]
     device: String,
-    /// The tiny sizes (the default on the CPU); the size flags below still override them.
-    #[arg(long)]
     tiny: bool,
-    /// Decoder layers [4; tiny 2].
-    #[arg(long)]
     layers: Option<usize>,
-    /// Model width [2048; tiny 256].
-    #[arg(long)]
     hidden: Option<usize>,
-    /// Query heads [16; tiny 4].
-    #[arg(long)]
     heads: Option<usize>,
-    /// KV heads (GQA) [4; tiny 2].
-    #[arg(long)]
     kv_heads: Option<usize>,
-    /// Head dim: 64, 128 or 256 [128; tiny 64].
-    #[arg(long)]
     head_dim: Option<usize>,
-    /// MLP width [5632; tiny 512].
-    #[arg(long)]
     ffn: Option<usize>,
-    /// Vocabulary [32000; tiny 1024].
-    #[arg(long)]
     vocab: Option<usize>,
-    /// Sequences decoded together [8; tiny 2].
-    #[arg(long)]
     batch: Option<usize>,
-    /// Prompt tokens per sequence [1024; tiny 48].
-    #[arg(long)]
     prompt: Option<usize>,
-    /// Tokens generated per sequence after the prefill's [128; tiny 8].
-    #[arg(long)]
     gen: Option<usize>,
-    /// Weights and activations: bf16 or f16.
-    #[arg(long, default_value = "bf16")]
     dtype: String,
-    /// Seed of the weights and prompts.
-    #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Tokens per page of the FP8 cache (16..=256).
-    #[arg(long, default_value_t = 64)]
     page_size: usize,
-    /// Factor (>= 1) on the FP8 cache's descales taken from the prompt's amax, room for
-    /// larger K/V in generated tokens (values beyond saturate).
-    #[arg(long, default_value_t = 1.0)]
     headroom: f32,
-    /// Untimed full runs of each side before the timed one.
-    #[arg(long, default_value_t = 1)]
     warmup: usize,
-    /// Let the fp8-sdpa run follow its own greedy tokens (the logits then compare only up to
-    /// the first step where the tokens differ).
-    #[arg(long)]
     free_run: bool,
-    /// Print every step's logit difference (default: about 16 of them).
-    #[arg(long)]
     all_steps: bool,
+    help: bool,
+}
+
+impl Args {
+    /// Parses `--name value`, `--name=value` and the switches; an unknown flag or a bad value
+    /// is an error naming it.
+    fn parse(mut it: impl Iterator<Item = String>) -> std::result::Result<Args, String> {
+        let mut a = Args {
+            device: "cuda".into(),
+            tiny: false,
+            layers: None,
+            hidden: None,
+            heads: None,
+            kv_heads: None,
+            head_dim: None,
+            ffn: None,
+            vocab: None,
+            batch: None,
+            prompt: None,
+            gen: None,
+            dtype: "bf16".into(),
+            seed: 42,
+            page_size: 64,
+            headroom: 1.0,
+            warmup: 1,
+            free_run: false,
+            all_steps: false,
+            help: false,
+        };
+        fn num<T: std::str::FromStr>(flag: &str, v: &str) -> std::result::Result<T, String> {
+            v.parse()
+                .map_err(|_| format!("{flag} {v:?}: not a valid number"))
+        }
+        while let Some(arg) = it.next() {
+            let (flag, inline) = match arg.split_once('=') {
+                Some((f, v)) => (f.to_string(), Some(v.to_string())),
+                None => (arg.clone(), None),
+            };
+            match flag.as_str() {
+                "--tiny" => a.tiny = true,
+                "--free-run" => a.free_run = true,
+                "--all-steps" => a.all_steps = true,
+                "--help" | "-h" => a.help = true,
+                f if !VALUE_FLAGS.contains(&f) => {
+                    return Err(format!("unknown flag {flag:?} (see --help)"))
+                }
+                _ => {
+                    let v = match inline {
+                        Some(v) => v,
+                        None => it
+                            .next()
+                            .ok_or_else(|| format!("{flag} needs a value (see --help)"))?,
+                    };
+                    let f = flag.as_str();
+                    match f {
+                        "--device" => a.device = v,
+                        "--dtype" => a.dtype = v,
+                        "--layers" => a.layers = Some(num(f, &v)?),
+                        "--hidden" => a.hidden = Some(num(f, &v)?),
+                        "--heads" => a.heads = Some(num(f, &v)?),
+                        "--kv-heads" => a.kv_heads = Some(num(f, &v)?),
+                        "--head-dim" => a.head_dim = Some(num(f, &v)?),
+                        "--ffn" => a.ffn = Some(num(f, &v)?),
+                        "--vocab" => a.vocab = Some(num(f, &v)?),
+                        "--batch" => a.batch = Some(num(f, &v)?),
+                        "--prompt" => a.prompt = Some(num(f, &v)?),
+                        "--gen" => a.gen = Some(num(f, &v)?),
+                        "--seed" => a.seed = num(f, &v)?,
+                        "--page-size" => a.page_size = num(f, &v)?,
+                        "--headroom" => a.headroom = num(f, &v)?,
+                        "--warmup" => a.warmup = num(f, &v)?,
+                        _ => unreachable!("every flag of VALUE_FLAGS is matched"),
+                    }
+                }
+            }
+        }
+        Ok(a)
+    }
 }
 
 /// Model and run sizes.
@@ -732,7 +818,17 @@ fn cuda_device() -> Result<(Device, String)> {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match Args::parse(std::env::args().skip(1)) {
+        Ok(a) if a.help => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("llama_decode: {e}");
+            return ExitCode::from(2);
+        }
+    };
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
