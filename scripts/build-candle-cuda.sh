@@ -8,8 +8,13 @@
 #   2. adds the unversioned lib*.so links the linker wants and a link-only libcuda.so stub
 #      (SONAME libcuda.so.1, generated from cudarc's driver bindings: no wheel ships one);
 #   3. builds the crate's test binaries and examples with `--features cuda` for
-#      CUDA_COMPUTE_CAP (default 90: H100/H200), copies them to .device/candle/ and packs the
-#      GPU test and the examples into .device/candle.tar.xz.
+#      CUDA_COMPUTE_CAP (default 90: H100/H200), with the host code of candle-core, cudarc,
+#      half, float8, fp8-sdpa and fp8-sdpa-candle at opt-level 3 (the examples time per-token
+#      host work; per package, so that candle-kernels' nvcc build is not redone), copies them
+#      to .device/candle/ and packs the GPU test and the examples into .device/candle.tar.xz.
+# CARGO_TARGET_DIR (default target/candle-cuda) may point at another worktree's build to
+# reuse its candle-kernels; .nvcc may be a symlink (its resolved path is used, so CUDA_HOME
+# stays the same string across worktrees and cudarc's build script does not rerun).
 # At run time the binaries need the real libcuda.so.1 (the driver) and libnvrtc.so.13,
 # libcublas.so.13, libcublasLt.so.13, libcurand.so.10, libcudart.so.13 on the loader path
 # (LD_LIBRARY_PATH), e.g. from PyTorch's nvidia/cu13/lib.
@@ -43,6 +48,7 @@ if [ ! -e "$stub" ]; then
   cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$stub" "$cuda/lib/stubs/libcuda_stub.c"
 fi
 
+cuda=$(cd "$cuda" && pwd -P)
 export PATH="$cuda/bin:$PATH"
 export CUDA_HOME="$cuda"
 export CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}"
@@ -51,16 +57,21 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target/candle-cuda}"
 export CARGO_PROFILE_DEV_DEBUG=0
 echo "==> nvcc $(nvcc --version | tail -1), compute cap $CUDA_COMPUTE_CAP, target $CARGO_TARGET_DIR"
 
+opt=()
+for p in candle-core cudarc half float8 fp8-sdpa fp8-sdpa-candle; do
+  opt+=(--config "profile.dev.package.$p.opt-level=3")
+done
+
 out="$root/.device/candle"
 mkdir -p "$out"
-cargo test -p fp8-sdpa-candle --features cuda --no-run --message-format=json-render-diagnostics |
+cargo test "${opt[@]}" -p fp8-sdpa-candle --features cuda --no-run --message-format=json-render-diagnostics |
   python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(m["target"]["name"], m["executable"])' > "$out/.tests"
-cargo build -p fp8-sdpa-candle --features cuda --examples
+cargo build "${opt[@]}" -p fp8-sdpa-candle --features cuda --examples
 while read -r name exe; do
   cp "$exe" "$out/test-$name"
 done < "$out/.tests"

@@ -74,10 +74,17 @@ pub(crate) fn half_dtype(op: &str, name: &str, t: &Tensor) -> Result<()> {
 /// offset a multiple of 16 bytes (the kernels load 16 bytes at a time). Views such as
 /// `transpose(1, 2)` or `narrow` on the seq dim keep this; a narrowed head dim does not.
 pub(crate) fn layout(op: &str, name: &str, t: &Tensor) -> Result<()> {
+    layout_of(op, name, t, &["batch", "seq", "heads"])
+}
+
+/// [`layout`] for a tensor whose dims before the head dim are named `outer` (`[batch, seq,
+/// heads]` or, packed, `[tokens, heads]`).
+pub(crate) fn layout_of(op: &str, name: &str, t: &Tensor, outer: &[&str]) -> Result<()> {
     let l = t.layout();
     let size = t.dtype().size_in_bytes();
     let (dims, stride) = (l.dims(), l.stride());
-    if stride[3] != 1 && dims[3] > 1 {
+    let last = outer.len();
+    if stride[last] != 1 && dims[last] > 1 {
         return Err(err(
             op,
             format!(
@@ -85,7 +92,7 @@ pub(crate) fn layout(op: &str, name: &str, t: &Tensor) -> Result<()> {
             ),
         ));
     }
-    for (i, what) in ["batch", "seq", "heads"].iter().enumerate() {
+    for (i, what) in outer.iter().enumerate() {
         if dims[i] > 1 && !(stride[i] * size).is_multiple_of(16) {
             return Err(err(
                 op,
@@ -285,4 +292,216 @@ pub(crate) fn descale_values(op: &str, name: &str, t: &Tensor) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The sizes of a variable-length call: `batch` sequences packed into `total_q` query and
+/// `total_k` key tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct VarlenDims {
+    pub batch: usize,
+    pub total_q: usize,
+    pub total_k: usize,
+    pub heads_q: usize,
+    pub heads_kv: usize,
+    pub head_dim: usize,
+    pub max_seqlen_q: usize,
+    pub max_seqlen_k: usize,
+}
+
+/// The three dims of a packed `[total_tokens, heads, head_dim]` tensor, none of them zero.
+pub(crate) fn dims3(op: &str, name: &str, t: &Tensor) -> Result<[usize; 3]> {
+    let d = t.dims();
+    let &[n, h, hd] = d else {
+        return Err(err(
+            op,
+            format!(
+                "{name} must have rank 3 [total_tokens, heads, head_dim] (the sequences packed one \
+                 after another, candle-flash-attn's varlen layout), got shape {:?}; for \
+                 [batch, seq, heads, head_dim] call .flatten(0, 1) or use flash_attn",
+                t.shape()
+            ),
+        ));
+    };
+    if d.contains(&0) {
+        return Err(err(
+            op,
+            format!(
+                "{name} has a zero-length dim (shape {:?}); every dim must be >= 1",
+                t.shape()
+            ),
+        ));
+    }
+    Ok([n, h, hd])
+}
+
+/// A cumulative-offsets tensor (`seqlens_q`, `seqlens_k`): `U32`, rank 1, `batch + 1 >= 2`
+/// entries, contiguous. Returns its length.
+pub(crate) fn offsets(op: &str, name: &str, t: &Tensor) -> Result<usize> {
+    if t.dtype() != DType::U32 {
+        return Err(err(
+            op,
+            format!(
+                "{name} must be U32 (cumulative offsets, as in candle-flash-attn), got {:?}; \
+                 convert with .to_dtype(DType::U32)",
+                t.dtype()
+            ),
+        ));
+    }
+    let &[n] = t.dims() else {
+        return Err(err(
+            op,
+            format!(
+                "{name} must have rank 1 [batch + 1] (0, then the running total of the \
+                 sequences' lengths), got shape {:?}",
+                t.shape()
+            ),
+        ));
+    };
+    if n < 2 {
+        return Err(err(
+            op,
+            format!(
+                "{name} holds {n} offsets; it needs batch + 1 >= 2 (0, then the running total of \
+                 the sequences' lengths)"
+            ),
+        ));
+    }
+    if !t.is_contiguous() {
+        return Err(err(
+            op,
+            format!("{name} must be contiguous; call .contiguous()"),
+        ));
+    }
+    Ok(n)
+}
+
+/// Checks the tensors and sizes of a variable-length call (not the offsets' values: see
+/// [`offset_values`]) and returns its sizes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn varlen(
+    op: &str,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    seqlens_q: &Tensor,
+    seqlens_k: &Tensor,
+    max_seqlen_q: usize,
+    max_seqlen_k: usize,
+) -> Result<VarlenDims> {
+    same_device(
+        op,
+        &[
+            ("q", q),
+            ("k", k),
+            ("v", v),
+            ("seqlens_q", seqlens_q),
+            ("seqlens_k", seqlens_k),
+        ],
+    )?;
+    let [total_q, heads_q, hd] = dims3(op, "q", q)?;
+    let kd = dims3(op, "k", k)?;
+    let vd = dims3(op, "v", v)?;
+    half_dtype(op, "q", q)?;
+    for (n, t) in [("k", k), ("v", v)] {
+        if t.dtype() != q.dtype() {
+            return Err(err(
+                op,
+                format!(
+                    "{n} is {:?} but must be {:?} here; k and v must have q's dtype",
+                    t.dtype(),
+                    q.dtype()
+                ),
+            ));
+        }
+    }
+    if kd != vd {
+        return Err(err(
+            op,
+            format!("k shape {kd:?} and v shape {vd:?} differ; they must match"),
+        ));
+    }
+    let [total_k, heads_kv, khd] = kd;
+    if khd != hd {
+        return Err(err(
+            op,
+            format!("q has head_dim {hd} but k/v have head_dim {khd}"),
+        ));
+    }
+    head_dim(op, hd)?;
+    gqa(op, heads_q, heads_kv)?;
+    for (n, t) in [("q", q), ("k", k), ("v", v)] {
+        layout_of(op, n, t, &["token", "heads"])?;
+    }
+    let nq = offsets(op, "seqlens_q", seqlens_q)?;
+    let nk = offsets(op, "seqlens_k", seqlens_k)?;
+    if nq != nk {
+        return Err(err(
+            op,
+            format!(
+                "seqlens_q holds {nq} offsets but seqlens_k {nk}; both hold batch + 1, one more \
+                 than the sequences"
+            ),
+        ));
+    }
+    let batch = nq - 1;
+    if batch > 65535 {
+        return Err(err(
+            op,
+            format!("{batch} sequences exceed the launch limit of 65535; split the batch"),
+        ));
+    }
+    if max_seqlen_q == 0 || max_seqlen_q > total_q {
+        return Err(err(
+            op,
+            format!(
+                "max_seqlen_q = {max_seqlen_q} must be 1..={total_q} (q's tokens); pass the \
+                 longest sequence's query length"
+            ),
+        ));
+    }
+    if max_seqlen_k > total_k {
+        return Err(err(
+            op,
+            format!(
+                "max_seqlen_k = {max_seqlen_k} exceeds k's {total_k} tokens; pass the longest \
+                 sequence's key count"
+            ),
+        ));
+    }
+    Ok(VarlenDims {
+        batch,
+        total_q,
+        total_k,
+        heads_q,
+        heads_kv,
+        head_dim: hd,
+        max_seqlen_q,
+        max_seqlen_k,
+    })
+}
+
+/// Checks the offsets' values, read on the host, with fp8-sdpa's own check (the one its varlen
+/// entry point runs on the device's copy): each array starts at 0, never decreases, ends at
+/// its packed tensor's token count, and no sequence is longer than the stated maximum. The
+/// u32 offsets are read as the i32 the kernels take (a value above `i32::MAX` reads negative).
+pub(crate) fn offset_values(op: &str, cu_q: &[u32], cu_k: &[u32], d: &VarlenDims) -> Result<()> {
+    let as_i32 = |c: &[u32]| c.iter().map(|&x| x as i32).collect::<Vec<i32>>();
+    fp8_sdpa::runtime::validate::check_cu_seqlens(
+        &as_i32(cu_q),
+        &as_i32(cu_k),
+        [d.total_q, d.total_k],
+        [d.max_seqlen_q, d.max_seqlen_k],
+    )
+    .map(|_| ())
+    .map_err(|e| varlen_err(op, e))
+}
+
+/// An fp8-sdpa error of a varlen call as a candle error: bad input (the offsets, found by its
+/// check) as [`err`] with the library's `cu_seqlens_*` named as candle-flash-attn's
+/// `seqlens_*`, anything else as the CUDA error it is.
+pub(crate) fn varlen_err(op: &str, e: fp8_sdpa::Error) -> Error {
+    match e {
+        fp8_sdpa::Error::InvalidInput(m) => err(op, m.replace("cu_seqlens_", "seqlens_")),
+        other => Error::Cuda(format!("{op}: {other}").into()).bt(),
+    }
 }

@@ -4,15 +4,19 @@
 //! - [`flash_attn`]: fp16/bf16 Q, K, V `[batch, seq, heads, head_dim]`, GQA, bottom-right
 //!   causal mask;
 //! - [`flash_attn_fp8kv`]: the same with E4M3 K/V (candle `F8E4M3`) and fp32 descales;
+//! - [`flash_attn_varlen`]: fp16/bf16 sequences of different lengths packed into
+//!   `[total_tokens, heads, head_dim]` with `U32` cumulative offsets, causal per sequence;
 //! - [`Fp8KvCache`]: a paged E4M3 KV cache that quantizes fp16/bf16 K/V as they are appended
 //!   and serves decode steps from the pages;
 //! - [`quantize_e4m3`], [`quantize_e4m3_with`], [`dequantize_e4m3`]: the E4M3 codec on
-//!   tensors; [`reference::attention`]: attention in f32 with candle ops.
+//!   tensors; [`reference::attention`] and [`reference::attention_varlen`]: attention in f32
+//!   with candle ops.
 //!
 //! **CUDA** (feature `cuda`): tensors stay on the GPU. Each call is a candle `CustomOp`
 //! whose `cuda_fwd` hands candle's device memory to fp8-sdpa's NVRTC-compiled kernels and
 //! launches them on the candle device's own stream, so it is ordered with candle's other
-//! work without a synchronization or a copy. candle-core 0.11.1 and fp8-sdpa share one
+//! work without a synchronization or a copy (except [`flash_attn_varlen`], which reads its
+//! `2 * (batch + 1)` offsets back to check them: one synchronization per call). candle-core 0.11.1 and fp8-sdpa share one
 //! cudarc (0.19.10), so candle's `CudaSlice`/`CudaStream` are the types fp8-sdpa takes; if
 //! their versions ever differ this crate stops compiling rather than guessing (the bridge
 //! through raw device pointers for that case is in `docs/design-candle.md`, section 4).
@@ -51,6 +55,6 @@ mod kernel;
 mod quant;
 pub mod reference;
 
-pub use attn::{flash_attn, flash_attn_fp8kv};
+pub use attn::{flash_attn, flash_attn_fp8kv, flash_attn_varlen};
 pub use cache::{Fp8KvCache, Fp8KvCacheConfig};
 pub use quant::{dequantize_e4m3, quantize_e4m3, quantize_e4m3_with};

@@ -103,3 +103,129 @@ fn causal_mask(seq_q: usize, seq_k: usize, dev: &candle_core::Device) -> Result<
     let bias = ((allowed.clone() - 1.0)? * 1e30)?;
     Ok((bias, allowed))
 }
+
+/// Variable-length attention in f32, in candle-flash-attn's varlen layout: the reference
+/// [`crate::flash_attn_varlen`] computes on the CPU and is tested against on the GPU.
+///
+/// `q` is `[total_q, heads_q, head_dim]` and `k`, `v` are `[total_k, heads_kv, head_dim]`,
+/// the sequences packed one after another; `seqlens_q` and `seqlens_k` are `U32`
+/// `[batch + 1]` cumulative offsets (sequence `b` is query tokens `seqlens_q[b]..
+/// seqlens_q[b + 1]` and keys `seqlens_k[b]..seqlens_k[b + 1]`). Each sequence attends to its
+/// own keys only, through [`attention`] (so `causal` is bottom-right per sequence); a
+/// sequence without keys gets zero rows. The offsets are read to the host (a synchronization
+/// on a GPU device) and checked as in [`crate::flash_attn_varlen`] (there is no stated
+/// maximum length here). Returns f32 `[total_q, heads_q, head_dim]`.
+///
+/// ```
+/// use candle_core::{Device, Tensor};
+/// # fn main() -> candle_core::Result<()> {
+/// let dev = Device::Cpu;
+/// // Two sequences: 3 queries over 5 keys, then 1 query over 2 keys.
+/// let q = Tensor::randn(0f32, 1., (4, 4, 8), &dev)?;
+/// let k = Tensor::randn(0f32, 1., (7, 2, 8), &dev)?;
+/// let v = Tensor::randn(0f32, 1., (7, 2, 8), &dev)?;
+/// let sq = Tensor::new(&[0u32, 3, 4], &dev)?;
+/// let sk = Tensor::new(&[0u32, 5, 7], &dev)?;
+/// let o = fp8_sdpa_candle::reference::attention_varlen(&q, &k, &v, &sq, &sk, 0.35, true)?;
+/// assert_eq!(o.dims(), &[4, 4, 8]);
+/// # Ok(())
+/// # }
+/// ```
+pub fn attention_varlen(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    seqlens_q: &Tensor,
+    seqlens_k: &Tensor,
+    softmax_scale: f32,
+    causal: bool,
+) -> Result<Tensor> {
+    let op = "reference::attention_varlen";
+    check::same_device(
+        op,
+        &[
+            ("q", q),
+            ("k", k),
+            ("v", v),
+            ("seqlens_q", seqlens_q),
+            ("seqlens_k", seqlens_k),
+        ],
+    )?;
+    let [tq, hq, d] = check::dims3(op, "q", q)?;
+    let kd = check::dims3(op, "k", k)?;
+    if check::dims3(op, "v", v)? != kd || kd[2] != d {
+        return Err(err(
+            op,
+            format!(
+                "shapes q {:?}, k {:?}, v {:?} do not fit [total_tokens, heads, head_dim] attention",
+                q.shape(),
+                k.shape(),
+                v.shape()
+            ),
+        ));
+    }
+    let [tk, hkv, _] = kd;
+    check::gqa(op, hq, hkv)?;
+    let nq = check::offsets(op, "seqlens_q", seqlens_q)?;
+    if check::offsets(op, "seqlens_k", seqlens_k)? != nq {
+        return Err(err(
+            op,
+            format!(
+                "seqlens_q {:?} and seqlens_k {:?} must both hold batch + 1 offsets",
+                seqlens_q.shape(),
+                seqlens_k.shape()
+            ),
+        ));
+    }
+    let cu_q = seqlens_q.to_vec1::<u32>()?;
+    let cu_k = seqlens_k.to_vec1::<u32>()?;
+    let dims = check::VarlenDims {
+        batch: nq - 1,
+        total_q: tq,
+        total_k: tk,
+        heads_q: hq,
+        heads_kv: hkv,
+        head_dim: d,
+        // No stated maxima: ordered offsets ending at the totals bound every length.
+        max_seqlen_q: usize::MAX,
+        max_seqlen_k: usize::MAX,
+    };
+    check::offset_values(op, &cu_q, &cu_k, &dims)?;
+    attention_varlen_at(q, k, v, &cu_q, &cu_k, softmax_scale, causal)
+}
+
+/// [`attention_varlen`] over offsets already read and checked.
+pub(crate) fn attention_varlen_at(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    cu_q: &[u32],
+    cu_k: &[u32],
+    softmax_scale: f32,
+    causal: bool,
+) -> Result<Tensor> {
+    let (_, hq, d) = q.dims3()?;
+    let mut parts = Vec::with_capacity(cu_q.len() - 1);
+    for (wq, wk) in cu_q.windows(2).zip(cu_k.windows(2)) {
+        let (q0, nq) = (wq[0] as usize, (wq[1] - wq[0]) as usize);
+        let (k0, nk) = (wk[0] as usize, (wk[1] - wk[0]) as usize);
+        if nq == 0 {
+            continue;
+        }
+        let part = if nk == 0 {
+            Tensor::zeros((nq, hq, d), DType::F32, q.device())?
+        } else {
+            let seq = |t: &Tensor, start, len| t.narrow(0, start, len)?.unsqueeze(0);
+            attention(
+                &seq(q, q0, nq)?,
+                &seq(k, k0, nk)?,
+                &seq(v, k0, nk)?,
+                softmax_scale,
+                causal,
+            )?
+            .squeeze(0)?
+        };
+        parts.push(part);
+    }
+    Tensor::cat(&parts, 0)
+}

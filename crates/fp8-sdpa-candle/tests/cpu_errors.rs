@@ -4,10 +4,10 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
-use common::{err_msg, uniform};
+use common::{err_msg, uniform, uniform3};
 use fp8_sdpa_candle::{
-    dequantize_e4m3, flash_attn, flash_attn_fp8kv, quantize_e4m3, quantize_e4m3_with, reference,
-    Fp8KvCache, Fp8KvCacheConfig,
+    dequantize_e4m3, flash_attn, flash_attn_fp8kv, flash_attn_varlen, quantize_e4m3,
+    quantize_e4m3_with, reference, Fp8KvCache, Fp8KvCacheConfig,
 };
 
 const CPU: Device = Device::Cpu;
@@ -278,5 +278,191 @@ fn cache_rejects_bad_configs_and_calls() {
     assert_has(
         err_msg(cache.attend(&q.to_dtype(DType::F32).unwrap(), 0.1, true)),
         &["q must be F16 or BF16"],
+    );
+}
+
+#[test]
+fn flash_attn_varlen_rejects_bad_tensors_and_offsets() {
+    let h = DType::F16;
+    let t3 = |shape: [usize; 3], dtype| uniform3(shape, 1.0, 0, dtype, &CPU).unwrap();
+    // Two sequences: 3 queries over 4 keys, 2 over 5.
+    let (q, k) = (t3([5, 4, 64], h), t3([9, 2, 64], h));
+    let u32s = |v: &[u32]| Tensor::new(v, &CPU).unwrap();
+    let (sq, sk) = (u32s(&[0, 3, 5]), u32s(&[0, 4, 9]));
+    let call = |q: &Tensor, k: &Tensor, v: &Tensor, sq: &Tensor, sk: &Tensor, mq, mk| {
+        err_msg(flash_attn_varlen(q, k, v, sq, sk, mq, mk, 0.125, true))
+    };
+    let fa = |sq: &Tensor, sk: &Tensor| call(&q, &k, &k, sq, sk, 3, 5);
+    assert!(flash_attn_varlen(&q, &k, &k, &sq, &sk, 3, 5, 0.125, true).is_ok());
+
+    // Tensors.
+    assert_has(
+        call(&q.unsqueeze(0).unwrap(), &k, &k, &sq, &sk, 3, 5),
+        &[
+            "flash_attn_varlen",
+            "q must have rank 3 [total_tokens, heads, head_dim]",
+            ".flatten(0, 1)",
+        ],
+    );
+    assert_has(
+        call(&t3([5, 4, 64], DType::F32), &k, &k, &sq, &sk, 3, 5),
+        &["q must be F16 or BF16"],
+    );
+    assert_has(
+        call(&q, &t3([9, 2, 64], DType::BF16), &k, &sq, &sk, 3, 5),
+        &["k is BF16 but must be F16"],
+    );
+    assert_has(
+        call(&q, &k, &t3([8, 2, 64], h), &sq, &sk, 3, 5),
+        &["k shape [9, 2, 64] and v shape [8, 2, 64] differ"],
+    );
+    assert_has(
+        call(
+            &t3([5, 4, 80], h),
+            &t3([9, 2, 80], h),
+            &t3([9, 2, 80], h),
+            &sq,
+            &sk,
+            3,
+            5,
+        ),
+        &["head_dim 80 is not supported"],
+    );
+    assert_has(
+        call(&t3([5, 3, 64], h), &k, &k, &sq, &sk, 3, 5),
+        &["heads of q (3) must be a multiple of heads of k/v (2)"],
+    );
+    let strided = t3([5, 4, 128], h)
+        .narrow(2, 0, 64)
+        .unwrap()
+        .narrow(0, 0, 5)
+        .unwrap();
+    assert_has(
+        call(
+            &strided
+                .transpose(1, 2)
+                .unwrap()
+                .contiguous()
+                .unwrap()
+                .transpose(1, 2)
+                .unwrap(),
+            &k,
+            &k,
+            &sq,
+            &sk,
+            3,
+            5,
+        ),
+        &["q's last dim must be contiguous"],
+    );
+
+    // Offsets: dtype, rank, count, layout.
+    for bad in [
+        sq.to_dtype(DType::I64).unwrap(),
+        sq.to_dtype(DType::U8).unwrap(),
+        sq.to_dtype(DType::F32).unwrap(),
+    ] {
+        assert_has(
+            fa(&bad, &sk),
+            &["seqlens_q must be U32", "to_dtype(DType::U32)"],
+        );
+    }
+    assert_has(
+        fa(&sq, &sk.to_dtype(DType::I64).unwrap()),
+        &["seqlens_k must be U32"],
+    );
+    assert_has(
+        fa(&sq.unsqueeze(0).unwrap(), &sk),
+        &["seqlens_q must have rank 1 [batch + 1]"],
+    );
+    assert_has(
+        fa(&u32s(&[0]), &u32s(&[0])),
+        &["seqlens_q holds 1 offsets", "batch + 1 >= 2"],
+    );
+    assert_has(
+        fa(&sq, &u32s(&[0, 9])),
+        &["seqlens_q holds 3 offsets but seqlens_k 2"],
+    );
+    let every_other = u32s(&[0, 7, 3, 7, 5, 7])
+        .reshape((3, 2))
+        .unwrap()
+        .narrow(1, 0, 1)
+        .unwrap()
+        .squeeze(1)
+        .unwrap();
+    assert!(!every_other.is_contiguous());
+    assert_has(fa(&every_other, &sk), &["seqlens_q must be contiguous"]);
+
+    // Offsets: values.
+    assert_has(
+        fa(&u32s(&[1, 3, 5]), &sk),
+        &["seqlens_q[0] = 1", "start at 0"],
+    );
+    assert_has(
+        fa(&sq, &u32s(&[0, 5, 4])),
+        &["seqlens_k[2] = 4 < seqlens_k[1] = 5", "must not decrease"],
+    );
+    assert_has(
+        fa(&u32s(&[0, 3, 4]), &sk),
+        &["seqlens_q[2] = 4 but Q holds 5 tokens", "last offset"],
+    );
+    assert_has(
+        call(&q, &k, &k, &sq, &u32s(&[0, 4, 12]), 3, 9),
+        &["seqlens_k[2] = 12 but K holds 9 tokens"],
+    );
+    assert_has(
+        call(&q, &k, &k, &sq, &sk, 2, 5),
+        &["sequence 0 has 3 tokens", "more than max_seqlen_q = 2"],
+    );
+    assert_has(
+        call(&q, &k, &k, &sq, &sk, 3, 4),
+        &["sequence 1 has 5 tokens", "max_seqlen_k = 4"],
+    );
+    // Beyond i32 (the kernels' offsets): read as negative, so out of order.
+    assert_has(
+        fa(&sq, &u32s(&[0, 3_000_000_000, 9])),
+        &["seqlens_k[1] = -1294967296", "must not decrease"],
+    );
+    // The stated maxima.
+    assert_has(
+        call(&q, &k, &k, &sq, &sk, 0, 5),
+        &["max_seqlen_q = 0 must be 1..=5"],
+    );
+    assert_has(
+        call(&q, &k, &k, &sq, &sk, 3, 10),
+        &["max_seqlen_k = 10 exceeds k's 9 tokens"],
+    );
+    assert_has(
+        call(&q, &k, &k, &sq, &sk, 6, 5),
+        &["max_seqlen_q = 6 must be 1..=5"],
+    );
+    let msg = err_msg(flash_attn_varlen(
+        &q,
+        &k,
+        &k,
+        &sq,
+        &sk,
+        3,
+        5,
+        f32::NAN,
+        true,
+    ));
+    assert_has(msg, &["softmax_scale must be finite and > 0"]);
+
+    // The reference checks the same way.
+    assert_has(
+        err_msg(reference::attention_varlen(
+            &q,
+            &k,
+            &k,
+            &u32s(&[0, 6, 5]),
+            &sk,
+            0.1,
+            true,
+        )),
+        &[
+            "reference::attention_varlen",
+            "seqlens_q[2] = 5 < seqlens_q[1] = 6",
+        ],
     );
 }

@@ -4,9 +4,10 @@
 mod common;
 
 use candle_core::{DType, Device, Tensor};
-use common::{max_abs_diff, naive, uniform, values};
+use common::{cumulative, max_abs_diff, naive, naive_varlen, uniform, uniform3, values};
 use fp8_sdpa_candle::{
-    dequantize_e4m3, flash_attn, flash_attn_fp8kv, quantize_e4m3, quantize_e4m3_with, reference,
+    dequantize_e4m3, flash_attn, flash_attn_fp8kv, flash_attn_varlen, quantize_e4m3,
+    quantize_e4m3_with, reference,
 };
 
 const CPU: Device = Device::Cpu;
@@ -172,4 +173,80 @@ fn bits(t: &Tensor) -> candle_core::Result<Vec<u8>> {
         .into_iter()
         .map(|c| c.to_bits())
         .collect())
+}
+
+/// Sequence lengths (queries, keys) of the varlen tests: a prompt, decode steps (one query),
+/// a sequence without queries, one without keys (zero rows), causal rows that see nothing
+/// (more queries than keys), lengths off multiples of 64.
+const VARLEN: [(usize, usize); 7] = [(5, 5), (1, 40), (0, 12), (3, 0), (70, 70), (9, 4), (1, 1)];
+
+#[test]
+fn flash_attn_varlen_matches_the_naive_loop_per_sequence() -> candle_core::Result<()> {
+    let (lq, lk): (Vec<usize>, Vec<usize>) = VARLEN.into_iter().unzip();
+    let (cu_q, cu_k) = (cumulative(&lq), cumulative(&lk));
+    let (tq, tk) = (cu_q[cu_q.len() - 1] as usize, cu_k[cu_k.len() - 1] as usize);
+    let (mq, mk) = (*lq.iter().max().unwrap(), *lk.iter().max().unwrap());
+    let sq = Tensor::new(cu_q.as_slice(), &CPU)?;
+    let sk = Tensor::new(cu_k.as_slice(), &CPU)?;
+    for (i, (hq, hkv, d)) in [(4, 4, 64), (8, 2, 128), (3, 1, 256)]
+        .into_iter()
+        .enumerate()
+    {
+        for (dtype, tol) in [(DType::F16, 2e-3), (DType::BF16, 1.6e-2)] {
+            for causal in [false, true] {
+                let seed = 40 + i as u64 * 10;
+                let q = uniform3([tq, hq, d], 2.0, seed, dtype, &CPU)?;
+                let k = uniform3([tk, hkv, d], 2.0, seed + 1, dtype, &CPU)?;
+                let v = uniform3([tk, hkv, d], 1.0, seed + 2, dtype, &CPU)?;
+                let scale = 1.0 / (d as f32).sqrt();
+                let o = flash_attn_varlen(&q, &k, &v, &sq, &sk, mq, mk, scale, causal)?;
+                assert_eq!((o.dims(), o.dtype()), (q.dims(), dtype));
+                let want = naive_varlen((&q, &k, &v), &cu_q, &cu_k, scale, causal)?;
+                let got = values(&o)?;
+                let err = max_abs_diff(&got, &want);
+                let what = format!("heads {hq}/{hkv} d {d} {dtype:?} causal {causal}");
+                assert!(err <= tol, "{what}: max err {err}");
+                // The sequence without keys (index 3, after 5 + 1 + 0 queries) is zero.
+                let row = hq * d;
+                assert!(got[6 * row..9 * row].iter().all(|x| *x == 0.0), "{what}");
+                // The reference is the same computation in f32.
+                let r = reference::attention_varlen(&q, &k, &v, &sq, &sk, scale, causal)?;
+                assert_eq!(r.dtype(), DType::F32);
+                assert_eq!(values(&r.to_dtype(dtype)?)?, got, "{what}");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn flash_attn_varlen_equals_flash_attn_per_sequence_and_reads_views() -> candle_core::Result<()> {
+    // Equal lengths: varlen over the packed batch is flash_attn over [batch, seq, ...].
+    let (b, s, hq, hkv, d) = (3, 17, 4, 2, 64);
+    let q = uniform([b, s, hq, d], 1.0, 1, DType::F16, &CPU)?;
+    let k = uniform([b, s, hkv, d], 1.0, 2, DType::F16, &CPU)?;
+    let v = uniform([b, s, hkv, d], 1.0, 3, DType::F16, &CPU)?;
+    let cu = Tensor::new(cumulative(&[s; 3]).as_slice(), &CPU)?;
+    let dense = flash_attn(&q, &k, &v, 0.125, true)?;
+    let packed = |t: &Tensor| t.flatten(0, 1);
+    let o = flash_attn_varlen(
+        &packed(&q)?,
+        &packed(&k)?,
+        &packed(&v)?,
+        &cu,
+        &cu,
+        s,
+        s,
+        0.125,
+        true,
+    )?;
+    assert_eq!(values(&o)?, values(&dense)?);
+    // A head-major copy seen as [tokens, heads, dim], and K/V cut from one packed KV buffer.
+    let qt = packed(&q)?.transpose(0, 1)?.contiguous()?.transpose(0, 1)?;
+    let kv = Tensor::cat(&[packed(&k)?, packed(&v)?], 1)?; // [tokens, 2 * hkv, d]
+    let (kn, vn) = (kv.narrow(1, 0, hkv)?, kv.narrow(1, hkv, hkv)?);
+    assert!(!qt.is_contiguous() && !kn.is_contiguous() && !vn.is_contiguous());
+    let ov = flash_attn_varlen(&qt, &kn, &vn, &cu, &cu, s, s, 0.125, true)?;
+    assert_eq!(values(&ov)?, values(&o)?);
+    Ok(())
 }

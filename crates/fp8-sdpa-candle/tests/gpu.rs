@@ -6,12 +6,12 @@
 mod common;
 
 use candle_core::{DType, Device, Result, Tensor};
-use common::{err_msg, uniform, values};
+use common::{cumulative, err_msg, uniform, uniform3, values};
 use fp8_sdpa::metrics::Thresholds;
 use fp8_sdpa::Precision;
 use fp8_sdpa_candle::{
-    dequantize_e4m3, flash_attn, flash_attn_fp8kv, quantize_e4m3, quantize_e4m3_with, reference,
-    Fp8KvCache, Fp8KvCacheConfig,
+    dequantize_e4m3, flash_attn, flash_attn_fp8kv, flash_attn_varlen, quantize_e4m3,
+    quantize_e4m3_with, reference, Fp8KvCache, Fp8KvCacheConfig,
 };
 
 const CPU: Device = Device::Cpu;
@@ -281,6 +281,180 @@ fn gpu_errors_are_candle_errors() -> Result<()> {
     ));
     assert!(
         msg.contains("q is on Cpu but the cache is on Cuda"),
+        "{msg}"
+    );
+    Ok(())
+}
+
+/// Sequence lengths (queries, keys) of the varlen tests: prompts (square), decode steps (one
+/// query over a long cache), length-1 sequences, a sequence without queries and one without
+/// keys (zero rows), more queries than keys (causal rows that see nothing), lengths off
+/// multiples of 64 and one longer than a 128-row tile.
+const VARLEN: [(usize, usize); 9] = [
+    (200, 200),
+    (1, 1),
+    (1, 777),
+    (0, 50),
+    (65, 0),
+    (129, 64),
+    (63, 63),
+    (2, 1000),
+    (333, 333),
+];
+
+/// Packed Q, K, V for `lens`, and their offsets as U32 tensors on `dev`.
+#[allow(clippy::type_complexity)]
+fn varlen_inputs(
+    lens: &[(usize, usize)],
+    (hq, hkv, d): (usize, usize, usize),
+    dtype: DType,
+    seed: u64,
+    dev: &Device,
+) -> Result<((Tensor, Tensor, Tensor), (Tensor, Tensor), (usize, usize))> {
+    let (lq, lk): (Vec<usize>, Vec<usize>) = lens.iter().copied().unzip();
+    let (cu_q, cu_k) = (cumulative(&lq), cumulative(&lk));
+    let (tq, tk) = (cu_q[lens.len()] as usize, cu_k[lens.len()] as usize);
+    let q = uniform3([tq, hq, d], 2.0, seed, dtype, dev)?;
+    let k = uniform3([tk, hkv, d], 2.0, seed + 1, dtype, dev)?;
+    let v = uniform3([tk, hkv, d], 2.0, seed + 2, dtype, dev)?;
+    let sq = Tensor::new(cu_q.as_slice(), dev)?;
+    let sk = Tensor::new(cu_k.as_slice(), dev)?;
+    let max = |l: &[usize]| l.iter().copied().max().unwrap_or(0);
+    Ok(((q, k, v), (sq, sk), (max(&lq), max(&lk))))
+}
+
+/// Checks a GPU varlen output against the f32 reference over CPU copies of the inputs.
+fn check_varlen(
+    o: &Tensor,
+    (q, k, v): (&Tensor, &Tensor, &Tensor),
+    (sq, sk): (&Tensor, &Tensor),
+    scale: f32,
+    causal: bool,
+    what: &str,
+) -> Result<()> {
+    assert!(
+        o.device().is_cuda(),
+        "{what}: the output must stay on the GPU"
+    );
+    assert_eq!((o.dims(), o.dtype()), (q.dims(), q.dtype()), "{what}");
+    let cpu = |t: &Tensor| t.to_device(&CPU);
+    let want = values(&reference::attention_varlen(
+        &cpu(q)?,
+        &cpu(k)?,
+        &cpu(v)?,
+        &cpu(sq)?,
+        &cpu(sk)?,
+        scale,
+        causal,
+    )?)?;
+    let out: Vec<f32> = values(o)?.into_iter().map(|x| x as f32).collect();
+    let th = Thresholds::for_precision(precision(q.dtype(), false));
+    let stats = th.compare(&out, &want).expect("equal lengths");
+    if let Err(e) = th.check(&stats) {
+        panic!("{what}: {e}");
+    }
+    Ok(())
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: build with scripts/build-candle-cuda.sh, run with --include-ignored"]
+fn flash_attn_varlen_matches_the_reference() -> Result<()> {
+    let dev = gpu();
+    for (i, heads) in [(8, 2, 64), (16, 4, 128), (4, 4, 256)]
+        .into_iter()
+        .enumerate()
+    {
+        for dtype in [DType::F16, DType::BF16] {
+            let ((q, k, v), (sq, sk), (mq, mk)) =
+                varlen_inputs(&VARLEN, heads, dtype, 200 + 10 * i as u64, &dev)?;
+            for causal in [false, true] {
+                let scale = 1.0 / (heads.2 as f32).sqrt();
+                let o = flash_attn_varlen(&q, &k, &v, &sq, &sk, mq, mk, scale, causal)?;
+                let what = format!("heads {heads:?} {dtype:?} causal {causal}");
+                check_varlen(&o, (&q, &k, &v), (&sq, &sk), scale, causal, &what)?;
+                // The sequence without keys (after 200 + 1 + 1 + 0 queries) has zero rows.
+                let row = heads.0 * heads.2;
+                let zeros = &values(&o)?[202 * row..(202 + 65) * row];
+                assert!(zeros.iter().all(|x| *x == 0.0), "{what}: keyless rows");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: build with scripts/build-candle-cuda.sh, run with --include-ignored"]
+fn flash_attn_varlen_reads_views_in_place_and_single_sequences() -> Result<()> {
+    let dev = gpu();
+    let (hq, hkv, d) = (8, 2, 128);
+    let lens = [(100, 100), (1, 300), (37, 37)];
+    let ((q, k, v), (sq, sk), (mq, mk)) = varlen_inputs(&lens, (hq, hkv, d), DType::BF16, 7, &dev)?;
+    let o = flash_attn_varlen(&q, &k, &v, &sq, &sk, mq, mk, 0.09, true)?;
+    // Q stored head-major, K and V cut from one packed [tokens, 2 * hkv, d] buffer.
+    let qt = q.transpose(0, 1)?.contiguous()?.transpose(0, 1)?;
+    let kv = Tensor::cat(&[&k, &v], 1)?;
+    let (kn, vn) = (kv.narrow(1, 0, hkv)?, kv.narrow(1, hkv, hkv)?);
+    assert!(!qt.is_contiguous() && !kn.is_contiguous());
+    let ov = flash_attn_varlen(&qt, &kn, &vn, &sq, &sk, mq, mk, 0.09, true)?;
+    assert_eq!(
+        values(&ov)?,
+        values(&o)?,
+        "a view and its copy give the same bits"
+    );
+    // One sequence, from length 1 up: varlen of a batch of one is dense attention.
+    for n in [1, 2, 63, 64, 65, 200] {
+        let q = uniform3([n, hq, d], 2.0, n as u64, DType::F16, &dev)?;
+        let k = uniform3([n, hkv, d], 2.0, n as u64 + 1, DType::F16, &dev)?;
+        let cu = Tensor::new(&[0u32, n as u32], &dev)?;
+        let o = flash_attn_varlen(&q, &k, &k, &cu, &cu, n, n, 0.088, true)?;
+        let what = format!("one sequence of {n}");
+        check_varlen(&o, (&q, &k, &k), (&cu, &cu), 0.088, true, &what)?;
+    }
+    Ok(())
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: build with scripts/build-candle-cuda.sh, run with --include-ignored"]
+fn flash_attn_varlen_rejects_bad_offsets_on_the_gpu() -> Result<()> {
+    let dev = gpu();
+    let lens = [(3, 4), (2, 5)];
+    let ((q, k, v), (sq, sk), _) = varlen_inputs(&lens, (4, 2, 64), DType::F16, 3, &dev)?;
+    let u32s = |v: &[u32]| Tensor::new(v, &dev);
+    let run = |sq: &Tensor, sk: &Tensor, mq, mk| {
+        err_msg(flash_attn_varlen(&q, &k, &v, sq, sk, mq, mk, 0.125, true))
+    };
+    // Found by the library's check of the offsets it reads back (the values are not on the
+    // host): candle errors naming the entry, as on the CPU.
+    for (msg, want) in [
+        (
+            run(&u32s(&[0, 4, 3])?, &sk, 4, 5),
+            "seqlens_q[2] = 3 < seqlens_q[1] = 4",
+        ),
+        (
+            run(&sq, &u32s(&[0, 4, 8])?, 3, 5),
+            "seqlens_k[2] = 8 but K holds 9 tokens",
+        ),
+        (run(&sq, &sk, 2, 5), "more than max_seqlen_q = 2"),
+        (run(&u32s(&[1, 3, 5])?, &sk, 3, 5), "seqlens_q[0] = 1"),
+        (
+            run(&sq, &u32s(&[0, 3_000_000_000, 9])?, 3, 5),
+            "must not decrease",
+        ),
+    ] {
+        assert!(
+            msg.contains("flash_attn_varlen") && msg.contains(want),
+            "{msg}"
+        );
+    }
+    // The stream is fine afterwards.
+    let o = flash_attn_varlen(&q, &k, &v, &sq, &sk, 3, 5, 0.125, true)?;
+    check_varlen(&o, (&q, &k, &v), (&sq, &sk), 0.125, true, "after errors")?;
+    // Checked before any device work: the same message as on the CPU.
+    let msg = run(&Tensor::new(&[0i64, 3, 5], &dev)?, &sk, 3, 5);
+    assert!(msg.contains("seqlens_q must be U32"), "{msg}");
+    let msg = run(&sq.to_device(&CPU)?, &sk, 3, 5);
+    assert!(
+        msg.contains("seqlens_q is on Cpu but q is on Cuda"),
         "{msg}"
     );
     Ok(())

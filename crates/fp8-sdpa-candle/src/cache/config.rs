@@ -3,7 +3,7 @@
 use crate::check::{self, err};
 use candle_core::Result;
 
-/// Sizes and policy of an [`Fp8KvCache`].
+/// Sizes and policy of an [`Fp8KvCache`](super::Fp8KvCache).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fp8KvCacheConfig {
     /// Sequences in the batch.

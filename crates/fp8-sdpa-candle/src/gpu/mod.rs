@@ -16,6 +16,7 @@ pub(crate) mod attn;
 pub(crate) mod codec;
 pub(crate) mod paged;
 pub(crate) mod quantize;
+pub(crate) mod varlen;
 
 use candle_core::cuda::cudarc::driver::CudaStream;
 use candle_core::cuda::{CudaStorage, CudaStorageSlice};

@@ -84,3 +84,56 @@ pub fn err_msg<T: std::fmt::Debug>(r: Result<T>) -> String {
         Err(e) => e.to_string(),
     }
 }
+
+/// A packed `[n, h, d]` tensor of uniform values in [-amp, amp), from `seed`.
+pub fn uniform3(
+    [n, h, d]: [usize; 3],
+    amp: f32,
+    seed: u64,
+    dtype: DType,
+    dev: &Device,
+) -> Result<Tensor> {
+    uniform([1, n, h, d], amp, seed, dtype, dev)?.squeeze(0)
+}
+
+/// Cumulative offsets `[0, l0, l0 + l1, ...]` of sequence lengths.
+pub fn cumulative(lens: &[usize]) -> Vec<u32> {
+    let mut cu = vec![0u32];
+    for &l in lens {
+        cu.push(cu[cu.len() - 1] + l as u32);
+    }
+    cu
+}
+
+/// [`naive`] per sequence over packed `[total, heads, dim]` tensors cut by cumulative
+/// offsets; a sequence without keys gives zero rows.
+pub fn naive_varlen(
+    (q, k, v): (&Tensor, &Tensor, &Tensor),
+    cu_q: &[u32],
+    cu_k: &[u32],
+    scale: f32,
+    causal: bool,
+) -> Result<Vec<f64>> {
+    let (_, hq, d) = q.dims3()?;
+    let mut out = Vec::new();
+    for (wq, wk) in cu_q.windows(2).zip(cu_k.windows(2)) {
+        let (q0, nq) = (wq[0] as usize, (wq[1] - wq[0]) as usize);
+        let (k0, nk) = (wk[0] as usize, (wk[1] - wk[0]) as usize);
+        if nq == 0 {
+            continue;
+        }
+        if nk == 0 {
+            out.extend(std::iter::repeat_n(0.0, nq * hq * d));
+            continue;
+        }
+        let seq = |t: &Tensor, s, n| t.narrow(0, s, n)?.unsqueeze(0);
+        out.extend(naive(
+            &seq(q, q0, nq)?,
+            &seq(k, k0, nk)?,
+            &seq(v, k0, nk)?,
+            scale,
+            causal,
+        )?);
+    }
+    Ok(out)
+}
