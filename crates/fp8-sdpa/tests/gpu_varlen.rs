@@ -11,7 +11,7 @@ use fp8_sdpa::runtime::varlen::reads_varlen;
 use fp8_sdpa::runtime::{
     AttentionVarlen, CallOptions, Device, IdxRef, KernelChoice, TensorMut, TensorRef, VecMut,
 };
-use fp8_sdpa::{AttnParams, DType, Error, Family, KernelSpec, Precision, VarlenShape};
+use fp8_sdpa::{AttnParams, DType, Error, KernelSpec, Precision, VarlenShape};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -69,7 +69,8 @@ fn check(
 }
 
 /// Every precision and head dim through dispatch, causal and not, on the verify shapes (many
-/// short sequences, a few long ones, lengths 0 and 1, GQA, MHA): always the portable family.
+/// short sequences, a few long ones, lengths 0 and 1, GQA, MHA): the family
+/// `registry::varlen_default` names (Hopper for 16-bit D64/D128 on sm_90a, else portable).
 #[test]
 #[ignore = "needs a GPU"]
 fn varlen_matches_the_cpu_reference_through_dispatch() {
@@ -83,19 +84,25 @@ fn varlen_matches_the_cpu_reference_through_dispatch() {
                 let (lens, hq, hkv) = &shapes[(n % shapes.len() as u64) as usize];
                 let host = case(p, lens, (*hq, *hkv), d, causal, n);
                 let spec = check(&dev, &stream, &host, KernelChoice::Auto);
-                assert_eq!(spec.variant.family, Family::Portable, "{}", spec.key());
+                assert_eq!(
+                    spec.variant,
+                    registry::varlen_default(dev.info().arch, p, d as u32, causal),
+                    "{}",
+                    spec.key()
+                );
                 n += 1;
             }
         }
     }
 }
 
-/// One problem class of every registered portable variant that reads varlen batches (each
+/// One problem class of every registered variant that reads varlen batches (portable: each
 /// knob: persistent grid, paired rows, fragment decode, split decode, decoupled sync, scalar
-/// P·V, plain loads), on a ragged GQA batch, causal where the variant is registered causal.
+/// P·V, plain loads; Hopper: every tile, 16-bit and full FP8), on a ragged GQA batch, causal
+/// where the variant is registered causal.
 #[test]
 #[ignore = "needs a GPU"]
-fn every_portable_variant_reads_varlen_batches() {
+fn every_variant_that_reads_varlen_reads_varlen_batches() {
     let dev = device();
     let stream = dev.new_stream().unwrap();
     let lens = [
@@ -128,7 +135,7 @@ fn every_portable_variant_reads_varlen_batches() {
     assert!(n >= 20, "only {n} variant classes ran");
 }
 
-/// Other families, and the portable stream, are refused with a typed error before launch.
+/// Other families (decode, reference) are refused with a typed error before launch.
 #[test]
 #[ignore = "needs a GPU"]
 fn other_families_are_unsupported_for_varlen() {
@@ -142,17 +149,15 @@ fn other_families_are_unsupported_for_varlen() {
         "decode.m16.n64.w4.s3.b2.cex".parse().unwrap(),
         fp8_sdpa::Variant::reference(),
     ];
-    let hopper = registry::default_variant(arch, Precision::F16, 128, true);
-    if hopper.family == Family::Hopper {
-        refused.push(hopper);
-    }
     for v in refused {
         let opts = CallOptions {
             kernel: KernelChoice::Variant(v),
             ..CallOptions::default()
         };
         match d.run(&dev, &stream, &host, params, opts) {
-            Err(Error::Unsupported(m)) => assert!(m.contains("portable family only"), "{m}"),
+            Err(Error::Unsupported(m)) => {
+                assert!(m.contains("portable and Hopper families only"), "{m}")
+            }
             other => panic!("{}: expected Unsupported, got {other:?}", v.key()),
         }
     }

@@ -33,6 +33,10 @@ constexpr int THREADS = SDPA_WARPS * 32;
 constexpr int SLABS = D / 64;
 constexpr bool OVERLAP = SDPA_OVERLAP;                      // softmax(j) beside P.V(j + 1)
 constexpr bool PINGPONG = SDPA_PINGPONG && CONSUMERS == 2;  // warpgroups take turns on GEMMs
+#ifndef SDPA_VARLEN
+#define SDPA_VARLEN 0
+#endif
+constexpr bool VARLEN = SDPA_VARLEN != 0;  // packed sequences (abi.cuh), cut out by the scheduler
 static_assert(TILE_M == 64 * CONSUMERS, "one 64-row wgmma tile per consumer warpgroup");
 static_assert(D % 64 == 0 && TILE_N % 16 == 0 && TILE_N <= 256, "tile shape");
 static_assert(Same<T, half_t>::value || Same<T, bf16_t>::value, "16-bit Q/K/V only");
@@ -45,9 +49,10 @@ enum : u32 { Q_FULL = 0, Q_EMPTY = 1, K_FULL = 2, K_EMPTY = K_FULL + STAGES,
 // per block; not D256's 80-key ring), else stored from registers.
 static_assert(sizeof(OutT) == 2, "16-bit output");
 constexpr u32 O_BYTES = Q_BYTES, RING_END = Q_BYTES + 2 * STAGES * KV_BYTES;
-constexpr bool STAGE_O = RING_END + O_BYTES + 8 * N_BARS + 1024 <= 232448;
+// Not for varlen calls (hopper_parts.cuh's epilogue): their layout keeps the space, unused.
+constexpr bool O_FITS = RING_END + O_BYTES + 8 * N_BARS + 1024 <= 232448, STAGE_O = O_FITS && !VARLEN;
 constexpr u32 OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * KV_BYTES, OFF_O = RING_END;
-constexpr u32 OFF_BAR = RING_END + (STAGE_O ? O_BYTES : 0);
+constexpr u32 OFF_BAR = RING_END + (O_FITS ? O_BYTES : 0);
 // The host adds 1024 bytes so that the base can be rounded up to the swizzle period.
 static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 
@@ -68,14 +73,15 @@ __device__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
     const int group = p.heads_q / p.heads_kv;
     auto bar = [&](u32 id) { return smem + OFF_BAR + 8 * id; };
     u32 it = 0, t_local = 0;
-    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x, ++t_local) {
+    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x) {
         Tile w = sched.at(p, t);
+        if (!w.live()) continue;
         const int hkv = w.hq / group;
-        mbar_wait(bar(Q_EMPTY), (t_local & 1) ^ 1);
+        mbar_wait(bar(Q_EMPTY), (t_local++ & 1) ^ 1);  // t_local: live tiles so far
         mbar_arrive_expect_tx(bar(Q_FULL), Q_BYTES);
 #pragma unroll
         for (int s = 0; s < SLABS; ++s)
-            tma_load_4d(smem + s * Q_SLAB, &maps.q, bar(Q_FULL), 64 * s, w.m_block * TILE_M, w.hq, w.b);
+            tma_load_4d(smem + s * Q_SLAB, &maps.q, bar(Q_FULL), 64 * s, w.q_off + w.m_block * TILE_M, w.hq, w.bc);
         // Key blocks from the last to the first: the masked ones come first.
         for (int j = w.n_blocks - 1; j >= 0; --j, ++it) {
             const u32 st = it % STAGES, phase = (it / STAGES) & 1;
@@ -84,12 +90,12 @@ __device__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
             mbar_arrive_expect_tx(bar(K_FULL + st), KV_BYTES);
 #pragma unroll
             for (int s = 0; s < SLABS; ++s)
-                tma_load_4d(k_dst + s * KV_SLAB, &maps.k, bar(K_FULL + st), 64 * s, j * TILE_N, hkv, w.b);
+                tma_load_4d(k_dst + s * KV_SLAB, &maps.k, bar(K_FULL + st), 64 * s, w.k_off + j * TILE_N, hkv, w.bc);
             mbar_wait(bar(V_EMPTY + st), phase ^ 1);
             mbar_arrive_expect_tx(bar(V_FULL + st), KV_BYTES);
 #pragma unroll
             for (int s = 0; s < SLABS; ++s)
-                tma_load_4d(v_dst + s * KV_SLAB, &maps.v, bar(V_FULL + st), 64 * s, j * TILE_N, hkv, w.b);
+                tma_load_4d(v_dst + s * KV_SLAB, &maps.v, bar(V_FULL + st), 64 * s, w.k_off + j * TILE_N, hkv, w.bc);
         }
     }
 }
@@ -130,14 +136,15 @@ __device__ void consume(const SdpaParams& p, const HopperMaps& maps, u32 smem, i
     const u32 q_tile = smem + cw * 64 * 128;
     u32 it = 0, t_local = 0;
     if (PINGPONG && cw == 1) bar_arrive(1, 256);
-    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x, ++t_local) {
+    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x) {
         Tile w = sched.at(p, t);
+        if (!w.live()) continue;
         const int q0 = w.m_block * TILE_M + cw * 64 + 16 * warp + g;  // this thread's first row
         float o[D / 2];
 #pragma unroll
         for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
         RowState rs = {{-SDPA_INF, -SDPA_INF}, {0.f, 0.f}};
-        mbar_wait(smem + OFF_BAR + 8 * Q_FULL, t_local & 1);
+        mbar_wait(smem + OFF_BAR + 8 * Q_FULL, t_local++ & 1);
         if (w.n_blocks == 0 && lane == 0) mbar_arrive(smem + OFF_BAR + 8 * Q_EMPTY);
         auto bar = [&](u32 id, u32 use) { return smem + OFF_BAR + 8 * (id + use % STAGES); };
         auto tile_of = [&](u32 base, u32 use) { return smem + base + (use % STAGES) * KV_BYTES; };

@@ -38,6 +38,10 @@ constexpr int TILE_M = SDPA_TILE_M;
 constexpr int THREADS = SDPA_WARPS * 32;
 constexpr bool OVERLAP = SDPA_OVERLAP;
 constexpr bool PINGPONG = SDPA_PINGPONG && CONSUMERS == 2;
+#ifndef SDPA_VARLEN
+#define SDPA_VARLEN 0
+#endif
+constexpr bool VARLEN = SDPA_VARLEN != 0;  // packed sequences (abi.cuh), cut out by the scheduler
 static_assert(Same<T, e4m3_t>::value && Same<SDPA_KV_T, e4m3_t>::value, "E4M3 Q, K and V");
 static_assert(TILE_M == 64 * CONSUMERS && (TILE_N == 64 || TILE_N % 128 == 0) && TILE_N <= 256, "tile shape");
 
@@ -53,8 +57,9 @@ enum : u32 { Q_FULL = 0, Q_EMPTY = 1, K_FULL = 2, K_EMPTY = K_FULL + STAGES, R_F
              N_BARS = V_EMPTY + STAGES };
 constexpr u32 OFF_K = Q_BYTES, OFF_R = OFF_K + STAGES * KV_BYTES, OFF_V = OFF_R + STAGES * KV_BYTES;
 constexpr u32 RING_END = OFF_V + STAGES * VT_BYTES, O_BYTES = TILE_M * D * 2;
-constexpr bool STAGE_O = RING_END + O_BYTES + 8 * N_BARS + 1024 <= 232448;
-constexpr u32 OFF_O = RING_END, OFF_BAR = RING_END + (STAGE_O ? O_BYTES : 0);
+// Not for varlen calls (hopper_parts.cuh's epilogue): their layout keeps the space, unused.
+constexpr bool O_FITS = RING_END + O_BYTES + 8 * N_BARS + 1024 <= 232448, STAGE_O = O_FITS && !VARLEN;
+constexpr u32 OFF_O = RING_END, OFF_BAR = RING_END + (O_FITS ? O_BYTES : 0);
 static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 
 // The producer warpgroup transposes, so it keeps 32 registers; two consumers still get 240.
@@ -116,15 +121,16 @@ __device__ __forceinline__ void produce(const SdpaParams& p, const HopperMaps& m
     const bool issuer = threadIdx.x == 0;
     auto bar = [&](u32 id) { return smem + OFF_BAR + 8 * id; };
     u32 it = 0, t_local = 0;
-    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x, ++t_local) {
+    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x) {
         Tile w = sched.at(p, t);
+        if (!w.live()) continue;
         const int hkv = w.hq / group;
         if (issuer) {
-            mbar_wait(bar(Q_EMPTY), (t_local & 1) ^ 1);
+            mbar_wait(bar(Q_EMPTY), (t_local++ & 1) ^ 1);  // t_local: live tiles so far
             mbar_arrive_expect_tx(bar(Q_FULL), Q_BYTES);
 #pragma unroll
             for (int s = 0; s < SLABS; ++s)
-                tma_load_4d(smem + s * Q_SLAB, &maps.q, bar(Q_FULL), ROW * s, w.m_block * TILE_M, w.hq, w.b);
+                tma_load_4d(smem + s * Q_SLAB, &maps.q, bar(Q_FULL), ROW * s, w.q_off + w.m_block * TILE_M, w.hq, w.bc);
         }
         for (int j = w.n_blocks - 1; j >= 0; --j, ++it) {
             if (issuer) {
@@ -134,13 +140,13 @@ __device__ __forceinline__ void produce(const SdpaParams& p, const HopperMaps& m
 #pragma unroll
                 for (int s = 0; s < SLABS; ++s)
                     tma_load_4d(smem + OFF_K + st * KV_BYTES + s * KV_SLAB, &maps.k, bar(K_FULL + st), ROW * s,
-                                j * TILE_N, hkv, w.b);
+                                w.k_off + j * TILE_N, hkv, w.bc);
                 mbar_wait(bar(R_EMPTY + st), ph ^ 1);
                 mbar_arrive_expect_tx(bar(R_FULL + st), KV_BYTES);
 #pragma unroll
                 for (int s = 0; s < SLABS; ++s)
                     tma_load_4d(smem + OFF_R + st * KV_BYTES + s * KV_SLAB, &maps.v, bar(R_FULL + st), ROW * s,
-                                j * TILE_N, hkv, w.b);
+                                w.k_off + j * TILE_N, hkv, w.bc);
             }
             __syncwarp();
             if (it > 0) transpose_v(smem, it - 1);
@@ -242,8 +248,9 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
     const u32 q_tile = smem + cw * 64 * ROW;
     u32 it = 0, t_local = 0;
     if (PINGPONG && cw == 1) bar_arrive(1, 256);
-    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x, ++t_local) {
+    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x) {
         Tile w = sched.at(p, t);
+        if (!w.live()) continue;
         const int hkv = w.hq / group, q0 = w.m_block * TILE_M + cw * 64 + 16 * warp + g;
         // Descales: Q's and K's scale the scores, V's the output.
         const float qd = p.q_descale ? p.q_descale[w.b * p.q_descale_stride_b + w.hq] : 1.f;
@@ -254,7 +261,7 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
 #pragma unroll
         for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
         RowState rs = {{-SDPA_INF, -SDPA_INF}, {0.f, 0.f}};
-        mbar_wait(smem + OFF_BAR + 8 * Q_FULL, t_local & 1);
+        mbar_wait(smem + OFF_BAR + 8 * Q_FULL, t_local++ & 1);
         if (w.n_blocks == 0 && lane == 0) mbar_arrive(smem + OFF_BAR + 8 * Q_EMPTY);
         auto release_k = [&](u32 use, int j) {
             if (lane == 0) {

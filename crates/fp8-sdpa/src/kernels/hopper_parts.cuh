@@ -1,8 +1,8 @@
 // The Hopper kernels' shared parts (hopper.cu for 16-bit Q/K/V, hopper_fp8.cu for E4M3): the
 // tensor maps, the work-tile scheduler, the online softmax over wgmma accumulators, masking,
 // the ping-pong turns and the epilogue. The including kernel defines, before including:
-//   T (Q/K/V element type), OutT (16-bit output), D, TILE_M, TILE_N, PINGPONG, and the O
-//   staging layout: STAGE_O and OFF_O (O in 64-column slabs of TILE_M rows x 128 bytes);
+//   T (Q/K/V element type), OutT (16-bit output), D, TILE_M, TILE_N, PINGPONG, VARLEN
+//   (SDPA_VARLEN), and the O staging layout: STAGE_O (never for varlen calls) and OFF_O (O in 64-column slabs of TILE_M rows x 128 bytes);
 //   P_SHIFT: P is computed as exp2(s - m + P_SHIFT), so up to 2^P_SHIFT (0 for 16-bit P; 8 for
 //   E4M3 P, whose range reaches 448, so small probabilities keep more precision); O / l and
 //   the log-sum-exp correct for it.
@@ -20,7 +20,24 @@ constexpr int O_SLABS = D / 64;
 struct HopperMaps { TmaMap q, k, v, o; };
 
 // ---- scheduler ----------------------------------------------------------------------------
-struct Tile { int m_block, hq, b, n_blocks; };
+// Variable-length batches (SDPA_VARLEN, abi.cuh): the maps see one packed "batch" (coordinate
+// 0) whose rows are the tokens; sequence b is cut out by its offsets, clamped to the packed
+// tensors, so bad offsets never make a copy or store leave them. The grid covers the longest
+// sequence (seq_q); tiles past a sequence's rows are not live and are skipped by every role.
+// A work tile: m-block, query head, sequence, key blocks to visit, and where its rows live:
+// the sequence's query and key counts, its first token in Q/O and in K/V (0 for dense calls)
+// and its batch coordinate in the maps (0 for varlen calls).
+struct Tile {
+    int m_block, hq, b, n_blocks;
+    int n_q, n_k, q_off, k_off, bc;
+    __device__ bool live() const { return !VARLEN || m_block * TILE_M < n_q; }
+};
+
+// Sequence b's first token and length from offsets `cu`, clamped to `total` tokens.
+__device__ __forceinline__ void seq_span(const int* cu, int b, int total, int& off, int& n) {
+    off = min(max(cu[b], 0), total);
+    n = min(max(cu[b + 1], off), total) - off;
+}
 
 struct Scheduler {
     int m_blocks, heads, tiles, section;
@@ -41,15 +58,28 @@ struct Scheduler {
         const int in_section = min(section, pairs - first), r = t - first * m_blocks;
         w.m_block = m_blocks - 1 - r / in_section;
         pair = first + r % in_section;
-        // Bottom-right: row i sees keys j <= i + seq_kv - seq_q.
-        int end = min(p.seq_kv, (w.m_block + 1) * TILE_M + p.seq_kv - p.seq_q);
 #else
         w.m_block = t % m_blocks;
         pair = t / m_blocks;
-        int end = p.seq_kv;
 #endif
         w.hq = pair % heads;
         w.b = pair / heads;
+        if (VARLEN) {
+            seq_span(p.cu_seqlens_q, w.b, p.total_q, w.q_off, w.n_q);
+            seq_span(p.cu_seqlens_k, w.b, p.total_k, w.k_off, w.n_k);
+            w.bc = 0;
+        } else {
+            w.n_q = p.seq_q;
+            w.n_k = p.seq_kv;
+            w.q_off = w.k_off = 0;
+            w.bc = w.b;
+        }
+#if SDPA_CAUSAL
+        // Bottom-right: row i sees keys j <= i + n_k - n_q.
+        const int end = min(w.n_k, (w.m_block + 1) * TILE_M + w.n_k - w.n_q);
+#else
+        const int end = w.n_k;
+#endif
         w.n_blocks = end > 0 ? (end + TILE_N - 1) / TILE_N : 0;
         return w;
     }
@@ -60,31 +90,46 @@ struct Scheduler {
 // accumulator the columns 8j + 2t, 8j + 2t + 1 (wgmma_ops.cuh's layout).
 struct RowState { float m[2], l[2]; };
 
-// Masks the score tile of key block n0 for this thread's two rows (query rows q0, q0 + 8).
-__device__ __forceinline__ void mask_scores(float (&s)[TILE_N / 2], int n0, int q0, int t4, const SdpaParams& p) {
+// Tile w's query and key counts. Varlen: read again from the offsets (L1-resident) rather
+// than held in registers across the key loop, where the Hopper kernels have none to spare.
+__device__ __forceinline__ void seq_counts(const SdpaParams& p, const Tile& w, int& n_q, int& n_k) {
+    n_q = w.n_q;
+    n_k = w.n_k;
+    if (VARLEN) {
+        int off;
+        seq_span(p.cu_seqlens_q, w.b, p.total_q, off, n_q);
+        seq_span(p.cu_seqlens_k, w.b, p.total_k, off, n_k);
+    }
+}
+
+// Masks the score tile of key block n0 for this thread's two rows (query rows q0, q0 + 8 of a
+// sequence of n_q queries and n_k keys).
+__device__ __forceinline__ void mask_scores(float (&s)[TILE_N / 2], int n0, int q0, int t4, int n_q, int n_k) {
 #pragma unroll
     for (int j = 0; j < TILE_N / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int col = n0 + 8 * j + 2 * t4 + (e & 1);
-            int limit = p.seq_kv;  // first invisible key
+            int limit = n_k;  // first invisible key
 #if SDPA_CAUSAL
-            limit = min(limit, q0 + (e >> 1) * 8 + p.seq_kv - p.seq_q + 1);
+            limit = min(limit, q0 + (e >> 1) * 8 + n_k - n_q + 1);
 #endif
             if (col >= limit) s[4 * j + e] = -SDPA_INF;
         }
 }
 
-// Masks key block j for one warpgroup (cw) of tile w where the block crosses seq_kv or (causal)
-// the diagonal of the warpgroup's 64 rows; this thread's rows are q0 and q0 + 8.
+// Masks key block j for one warpgroup (cw) of tile w where the block crosses the sequence's
+// keys or (causal) the diagonal of the warpgroup's 64 rows; this thread's rows are q0, q0 + 8.
 __device__ __forceinline__ void mask_block(float (&s)[TILE_N / 2], int j, const Tile& w, int cw, int q0, int t4,
                                            const SdpaParams& p) {
     const int n0 = j * TILE_N;
-    bool edge = n0 + TILE_N > p.seq_kv;
+    int n_q, n_k;
+    seq_counts(p, w, n_q, n_k);
+    bool edge = n0 + TILE_N > n_k;
 #if SDPA_CAUSAL
-    edge |= n0 + TILE_N - 1 > w.m_block * TILE_M + cw * 64 + p.seq_kv - p.seq_q;
+    edge |= n0 + TILE_N - 1 > w.m_block * TILE_M + cw * 64 + n_k - n_q;
 #endif
-    if (edge) mask_scores(s, n0, q0, t4, p);
+    if (edge) mask_scores(s, n0, q0, t4, n_q, n_k);
 }
 
 // Online softmax over one score tile: updates the running max and sum, leaves
@@ -134,7 +179,8 @@ __device__ __forceinline__ void turn_pass(int cw) { if (PINGPONG) bar_arrive(2 -
 // one softmax_step used). With STAGE_O the rows go to shared
 // memory in the layout a SWIZZLE_128B load of the same box would write (16-byte chunk c of
 // row r at c ^ (r % 8): the eight rows of one store instruction hit eight different chunks,
-// so no bank conflicts), and one thread stores them by TMA, which clips rows past seq_q; the
+// so no bank conflicts), and one thread stores them by TMA, which clips rows past seq_q (not
+// for varlen calls, whose next sequence's rows follow: those store from registers); the
 // warpgroup goes on to its next tile while the copy runs. Its buffer is reused one tile later,
 // after the issuing thread's wait on the previous store's reads.
 __device__ __forceinline__ void epilogue(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw, const Tile& w,
@@ -142,6 +188,9 @@ __device__ __forceinline__ void epilogue(const SdpaParams& p, const HopperMaps& 
                                          float o_scale) {
     const int tid = threadIdx.x % 128, warp = tid / 32, g = (tid % 32) / 4, t4 = tid % 4;
     const u32 o_tile = smem + OFF_O + cw * 64 * 128;
+    // Varlen: the sequence's rows read again (see seq_counts).
+    int q_off = w.q_off, n_q = w.n_q;
+    if (VARLEN) seq_span(p.cu_seqlens_q, w.b, p.total_q, q_off, n_q);
     if (STAGE_O) {
         if (tid == 0) bulk_wait_read<0>();
         bar_sync(3 + cw, 128);
@@ -160,15 +209,18 @@ __device__ __forceinline__ void epilogue(const SdpaParams& p, const HopperMaps& 
                 sts_u32(o_tile + (j / 8) * O_SLAB + lr * 128 + (((j % 8) ^ (lr % 8)) * 16) + 4 * t4,
                         pack2<OutT>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv));
         }
-        if (row >= p.seq_q) continue;
+        if (row >= n_q) continue;
         if (!STAGE_O) {
-            OutT* orow = reinterpret_cast<OutT*>(p.o) + w.b * p.o_stride_b + row * p.o_stride_s + w.hq * p.o_stride_h;
+            OutT* orow = reinterpret_cast<OutT*>(p.o) + w.bc * p.o_stride_b + i64(q_off + row) * p.o_stride_s +
+                         w.hq * p.o_stride_h;
 #pragma unroll
             for (int j = 0; j < D / 8; ++j)
                 stg_u32(orow + 8 * j + 2 * t4, pack2<OutT>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv));
         }
+        // LSE [batch, heads_q, seq_q], or [heads_q, total_q] for varlen calls.
+        const i64 at = VARLEN ? i64(w.hq) * p.total_q + q_off + row : (i64(w.b) * p.heads_q + w.hq) * p.seq_q + row;
         if (p.lse && t4 == 0)
-            p.lse[(i64(w.b) * p.heads_q + w.hq) * p.seq_q + row] =
+            p.lse[at] =
                 l > 0.f ? (rs.m[r] * sl2 + __log2f(l) - P_SHIFT) * 0.69314718055994531f : -SDPA_INF;
     }
     if (STAGE_O) {
@@ -177,7 +229,7 @@ __device__ __forceinline__ void epilogue(const SdpaParams& p, const HopperMaps& 
         if (tid == 0) {
 #pragma unroll
             for (int s = 0; s < O_SLABS; ++s)
-                tma_store_4d(&maps.o, o_tile + s * O_SLAB, 64 * s, w.m_block * TILE_M + cw * 64, w.hq, w.b);
+                tma_store_4d(&maps.o, o_tile + s * O_SLAB, 64 * s, w.m_block * TILE_M + cw * 64, w.hq, w.bc);
             bulk_commit();
         }
     }

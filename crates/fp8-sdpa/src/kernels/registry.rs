@@ -374,13 +374,25 @@ fn portable_default(arch: Arch, precision: Precision, head_dim: u32, causal: boo
     v(key)
 }
 
-/// The variant a variable-length call runs when the caller does not choose (issue 31): only
-/// the portable family reads packed sequences so far, and not its persistent decoupled sync
-/// (the stream), so this is the arch's portable default for the class with the FP8-KV D64
+/// The variant a variable-length call runs when the caller does not choose (issue 31): on
+/// sm_90a the Hopper family for fp16/bf16 at D64 and D128 (round 27), else the arch's
+/// portable default for the class (the portable family reads packed
+/// sequences, but not in its persistent decoupled sync, the stream), with the FP8-KV D64
 /// streams swapped for the registered non-persistent tiles of the same classes (the 256-row
 /// tile without the stream; causal, the fragment-decode tile of causal S <= 2k). Not yet
 /// measured for speed on varlen batches.
 pub fn varlen_default(arch: Arch, precision: Precision, head_dim: u32, causal: bool) -> Variant {
+    // The Hopper family reads varlen batches too (round 27), where its varlen mode compiles
+    // without spills (check --varlen): fp16/bf16 at D128 (the class default) and D64 (the
+    // 128-row persistent tile; the 192-row one spills under causal). At D256 and for full FP8
+    // the few registers the sequence bounds take spill, and the portable family serves.
+    if arch_class(arch) == ArchClass::Hopper && sixteen_bit(precision, head_dim) {
+        match head_dim {
+            128 => return hopper_default(head_dim, causal),
+            64 => return v(HOPPER_N128_PERSISTENT),
+            _ => {}
+        }
+    }
     let base = portable_default(arch, precision, head_dim, causal);
     match base.key().as_str() {
         KV8_STREAM_D64 => v(KV8_D64),

@@ -8,14 +8,18 @@
 //! `[heads_q, total_q]`, natural log; a query that sees no key (a sequence without keys, or
 //! causal with more queries than keys) gets O = 0 and LSE = -inf.
 //!
-//! Only the portable family (`mma.sync`, sm_80 and up) reads packed sequences so far (issue
-//! 31), in a compile mode of its own (portable.cu's `SDPA_VARLEN`, built on the first varlen
-//! call; the dense kernels are unchanged by it): dispatch takes its non-persistent default for
-//! the class on every arch, Hopper included ([`crate::kernels::registry::varlen_default`];
-//! tuned tables are not consulted), and an explicit variant of another family, or one of the
+//! The portable family (`mma.sync`, sm_80 and up) and the Hopper family (TMA and `wgmma`,
+//! sm_90a: fp16, bf16, full FP8) read packed sequences (issue 31), each in a compile mode of
+//! its own (`SDPA_VARLEN`, built on the first varlen call; the dense kernels are unchanged by
+//! it). Dispatch takes the Hopper family for fp16/bf16 at D64 and D128 on sm_90a, else the
+//! portable family's non-persistent default ([`crate::kernels::registry::varlen_default`];
+//! tuned tables are not consulted): at D256 and for full FP8 the Hopper kernels' varlen mode
+//! spills a few registers (the sequence bounds), so they run varlen batches only when chosen. The Hopper kernels read each sequence through tensor maps over the
+//! packed tensors and store O from registers (their TMA-store epilogue would write past a
+//! sequence's last row into the next). An explicit variant of another family, or one of the
 //! portable family's persistent decoupled-sync "stream" variants, is an
 //! [`Error::Unsupported`]. `sdpa-lab check` gates the varlen mode of the dispatch defaults
-//! (`--varlen`: of every portable spec).
+//! (`--varlen`: of every spec that reads varlen batches).
 //!
 //! ```no_run
 //! # fn main() -> fp8_sdpa::Result<()> {
@@ -59,6 +63,7 @@ use super::attention::{
 };
 use super::device::Device;
 use super::tensor::{IdxRef, TensorMut, TensorRef, VecMut};
+use super::tma::{self, HopperMaps};
 use super::validate::{check_cu_seqlens, validate_varlen, CallDesc, VarlenDesc};
 use crate::error::{Error, Result};
 use crate::kernels::{geometry, registry};
@@ -119,11 +124,15 @@ impl AttentionVarlen<'_> {
     }
 }
 
-/// Whether `variant` reads variable-length batches: the portable family, except its
-/// persistent decoupled-sync variants (the stream, whose K/V stream runs across work tiles).
+/// Whether `variant` reads variable-length batches: the Hopper family, and the portable
+/// family except its persistent decoupled-sync variants (the stream, whose K/V stream runs
+/// across work tiles).
 pub fn reads_varlen(variant: &Variant) -> bool {
-    variant.family == Family::Portable
-        && !(variant.persistent && variant.sync == SyncPolicy::Decoupled)
+    match variant.family {
+        Family::Hopper => true,
+        Family::Portable => !(variant.persistent && variant.sync == SyncPolicy::Decoupled),
+        _ => false,
+    }
 }
 
 /// The variant a varlen call runs: `choice`'s, if it reads varlen batches (else an
@@ -139,9 +148,9 @@ pub fn choose_varlen(
         KernelChoice::Auto => Ok(registry::varlen_default(arch, precision, head_dim, causal)),
         KernelChoice::Variant(v) if reads_varlen(&v) => Ok(v),
         KernelChoice::Variant(v) => Err(Error::Unsupported(format!(
-            "{}: variable-length batches run on the portable family only, and not on its \
-             persistent decoupled-sync (stream) variants, so far (issue 31); pass a portable \
-             variant such as {} or KernelChoice::Auto",
+            "{}: variable-length batches run on the portable and Hopper families only, and \
+             not on the portable family's persistent decoupled-sync (stream) variants, so far \
+             (issue 31); pass a variant such as {} or KernelChoice::Auto",
             v.key(),
             registry::varlen_default(arch, precision, head_dim, causal).key()
         ))),
@@ -206,8 +215,8 @@ impl Device {
             causal: a.params.causal,
         };
         spec.validate(arch)?;
-        // The portable kernel's variable-length mode (a module of its own: portable.cu's
-        // VARLEN), compiled on first use.
+        // The kernel's variable-length mode (a module of its own: SDPA_VARLEN), compiled on
+        // first use.
         let kernel = self.kernel_varlen(&spec)?;
         let sm_count = opts.usable_sms(self.info().sm_count);
         // The dense grids over the longest sequence (geometry.rs); blocks past a sequence's
@@ -239,13 +248,29 @@ impl Device {
             block_dim: (spec.variant.threads(), 1, 1),
             shared_mem_bytes: spec.dynamic_smem_bytes(),
         };
+        // The Hopper family reads Q, K, V through tensor maps over the packed tensors (one
+        // "batch" of all the tokens; O's map is unused: varlen calls store from registers).
+        let maps = if spec.variant.family == Family::Hopper {
+            Some(HopperMaps {
+                q: tma::encode("Q", &call.q, spec.variant.tile_m)?,
+                k: tma::encode("K", &call.k, spec.variant.tile_n)?,
+                v: tma::encode("V", &call.v, spec.variant.tile_n)?,
+                o: tma::encode("O", &call.o, 64)?,
+            })
+        } else {
+            None
+        };
         let mut launch = stream.launch_builder(&kernel.function);
         launch.arg(&params);
-        // SAFETY: `params` mirrors the kernel's SdpaParams (layout test in abi.rs); the packed
-        // tensors were validated to cover `total` tokens each, the offset arrays to hold
-        // batch + 1 entries, and the kernel clamps every offset to the totals, so it reads
-        // and writes inside them whatever the offsets hold. The borrows outlive the queued
-        // launch through `a`'s guards.
+        if let Some(maps) = &maps {
+            launch.arg(maps);
+        }
+        // SAFETY: `params` mirrors the kernel's SdpaParams (layout test in abi.rs), `maps` the
+        // Hopper kernels' HopperMaps (tma.rs); the packed tensors were validated to cover
+        // `total` tokens each, the offset arrays to hold batch + 1 entries, and the kernel
+        // clamps every offset to the totals (TMA clips at the tensors' ends), so it reads and
+        // writes inside them whatever the offsets hold. The borrows outlive the queued launch
+        // through `a`'s guards.
         unsafe { launch.launch(cfg) }
             .map_err(Error::driver(format!("launching {}", spec.key())))?;
         Ok(Launched {
@@ -263,7 +288,7 @@ mod tests {
     use crate::{Arch, Precision};
 
     #[test]
-    fn dispatch_takes_a_portable_variant_that_reads_varlen_on_every_arch() {
+    fn dispatch_takes_a_variant_that_reads_varlen_on_every_arch() {
         for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90a] {
             for p in Precision::ALL {
                 for d in crate::variant::HEAD_DIMS {
@@ -301,7 +326,7 @@ mod tests {
             match e {
                 Err(Error::Unsupported(m)) => {
                     assert!(
-                        m.contains("portable family only") && m.contains(&v.key()),
+                        m.contains("portable and Hopper families only") && m.contains(&v.key()),
                         "{m}"
                     )
                 }
@@ -310,17 +335,23 @@ mod tests {
         }
         // The persistent grid without the stream reads varlen batches (portable.cu's run_blocks).
         assert!(reads_varlen(&persistent));
+        // So does the Hopper family (round 27), and dispatch takes it on sm_90a.
         let hopper = registry::default_variant(Arch::Sm90a, Precision::F16, 128, false);
         assert_eq!(hopper.family, Family::Hopper);
-        assert!(matches!(
+        assert_eq!(
+            choose_varlen(Arch::Sm90a, Precision::F16, 128, false, KernelChoice::Auto).unwrap(),
+            hopper
+        );
+        assert_eq!(
             choose_varlen(
                 Arch::Sm90a,
                 Precision::F16,
                 128,
                 false,
                 KernelChoice::Variant(hopper)
-            ),
-            Err(Error::Unsupported(_))
-        ));
+            )
+            .unwrap(),
+            hopper
+        );
     }
 }

@@ -70,7 +70,8 @@ Variable-length batch (FlashAttention's varlen convention): the input file may h
 with q_descale, k_descale, v_descale F32 [heads] or [batch, heads] for FP8 inputs. Offsets
 start at 0, never decrease and end at total_q / total_k. Each sequence attends to its own
 keys (--causal: bottom-right per sequence). Writes o [total_q, heads_q, dim] and, with --lse,
-lse F32 [heads_q, total_q]. The portable kernels run it on every GPU.";
+lse F32 [heads_q, total_q]. The Hopper kernels run it on sm_90a for fp16/bf16 at head
+dims 64 and 128, the portable kernels elsewhere.";
 
 fn parse_layout(s: &str) -> Result<Layout, String> {
     match s {

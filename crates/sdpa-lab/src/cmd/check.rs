@@ -1,5 +1,5 @@
 //! `sdpa-lab check`: compile every registered spec per arch and apply the resource gates, and
-//! the portable family's variable-length mode of the specs varlen calls run by default.
+//! the variable-length mode of the specs varlen calls run by default (portable and Hopper).
 
 use fp8_sdpa::compile::{Compiler, Origin};
 use fp8_sdpa::kernels::registry;
