@@ -8,14 +8,21 @@
 //! `[heads_q, total_q]`, natural log; a query that sees no key (a sequence without keys, or
 //! causal with more queries than keys) gets O = 0 and LSE = -inf.
 //!
-//! Only the portable family (`mma.sync`, sm_80 and up) reads packed sequences so far (issue
-//! 31), in a compile mode of its own (portable.cu's `SDPA_VARLEN`, built on the first varlen
-//! call; the dense kernels are unchanged by it): dispatch takes its non-persistent default for
-//! the class on every arch, Hopper included ([`crate::kernels::registry::varlen_default`];
-//! tuned tables are not consulted), and an explicit variant of another family, or one of the
-//! portable family's persistent decoupled-sync "stream" variants, is an
-//! [`Error::Unsupported`]. `sdpa-lab check` gates the varlen mode of the dispatch defaults
-//! (`--varlen`: of every portable spec).
+//! Two families read packed sequences so far (issue 31), each in a compile mode of its own
+//! (`SDPA_VARLEN`, built on the first varlen call; the dense kernels are unchanged by it):
+//! - the decode family (decode.cu, sm_80 and up), for decode-shaped calls: under
+//!   [`KernelChoice::Auto`] when [`crate::AttnShape::is_decode`] holds for the sequences as the
+//!   batch and the longest lengths (few query rows per kv head, a cache of 1k keys or more) and
+//!   the precision is fp16/bf16 Q with 16-bit or E4M3 K/V, or when the caller names a decode
+//!   variant (see [`super::varlen_decode`]; it also reads a paged cache with packed queries,
+//!   [`super::PagedAttentionVarlen`]);
+//! - the portable family (`mma.sync`, sm_80 and up), for every other call: dispatch takes its
+//!   non-persistent default for the class on every arch, Hopper included
+//!   ([`crate::kernels::registry::varlen_default`]; tuned tables are not consulted).
+//!
+//! An explicit variant of another family, or one of the portable family's persistent
+//! decoupled-sync "stream" variants, is an [`Error::Unsupported`]. `sdpa-lab check` gates the
+//! varlen mode of the dispatch defaults (`--varlen`: of every portable and decode spec).
 //!
 //! ```no_run
 //! # fn main() -> fp8_sdpa::Result<()> {
@@ -119,9 +126,13 @@ impl AttentionVarlen<'_> {
     }
 }
 
-/// Whether `variant` reads variable-length batches: the portable family, except its
-/// persistent decoupled-sync variants (the stream, whose K/V stream runs across work tiles).
+/// Whether `variant` reads variable-length batches: the decode family (decode.cu's varlen
+/// mode, runtime/varlen_decode.rs), and the portable family except its persistent
+/// decoupled-sync variants (the stream, whose K/V stream runs across work tiles).
 pub fn reads_varlen(variant: &Variant) -> bool {
+    if variant.family == Family::Decode {
+        return true;
+    }
     variant.family == Family::Portable
         && !(variant.persistent && variant.sync == SyncPolicy::Decoupled)
 }
@@ -139,9 +150,9 @@ pub fn choose_varlen(
         KernelChoice::Auto => Ok(registry::varlen_default(arch, precision, head_dim, causal)),
         KernelChoice::Variant(v) if reads_varlen(&v) => Ok(v),
         KernelChoice::Variant(v) => Err(Error::Unsupported(format!(
-            "{}: variable-length batches run on the portable family only, and not on its \
-             persistent decoupled-sync (stream) variants, so far (issue 31); pass a portable \
-             variant such as {} or KernelChoice::Auto",
+            "{}: variable-length batches run on the portable and decode families only, and \
+             not on the portable family's persistent decoupled-sync (stream) variants, so far \
+             (issue 31); pass a portable variant such as {} or KernelChoice::Auto",
             v.key(),
             registry::varlen_default(arch, precision, head_dim, causal).key()
         ))),
@@ -149,8 +160,9 @@ pub fn choose_varlen(
 }
 
 impl Device {
-    /// Validates `a`, picks the kernel (see the module docs: the portable family) and launches
-    /// it on `stream`. Returns once the launch is queued.
+    /// Validates `a`, picks the kernel (see the module docs: the decode family for
+    /// decode-shaped calls, else the portable family) and launches it on `stream`. Returns once
+    /// the launch is queued (with the decode family's merge behind it when the keys are split).
     ///
     /// With `opts.check_descales` (the default) the descales and both offset arrays are read
     /// back and checked first (a stream synchronization): offsets start at 0, never decrease,
@@ -197,6 +209,22 @@ impl Device {
             )?;
         }
         let arch = self.info().arch;
+        // The decode family first (runtime/varlen_decode.rs): decode-shaped calls, or a decode
+        // variant named by the caller.
+        if let Some(variant) =
+            super::varlen_decode::choose(arch, v.precision, &v.shape, a.params.causal, opts.kernel)
+        {
+            return self.launch_varlen_decode(
+                stream,
+                &call,
+                &v,
+                [&a.q_descale, &a.k_descale, &a.v_descale],
+                variant,
+                &vl,
+                None,
+                opts.usable_sms(self.info().sm_count),
+            );
+        }
         let head_dim = v.shape.head_dim as u32;
         let variant = choose_varlen(arch, v.precision, head_dim, a.params.causal, opts.kernel)?;
         let spec = KernelSpec {
@@ -296,18 +324,20 @@ mod tests {
         let persistent: Variant = "portable.m64.n64.w4.s3.b2.ctpe".parse().unwrap();
         let decode: Variant = "decode.m16.n64.w4.s3.b2.cex".parse().unwrap();
         let args = (Arch::Sm90a, Precision::F16, 128, false);
-        for v in [stream, decode, Variant::reference()] {
+        for v in [stream, Variant::reference()] {
             let e = choose_varlen(args.0, args.1, args.2, args.3, KernelChoice::Variant(v));
             match e {
                 Err(Error::Unsupported(m)) => {
                     assert!(
-                        m.contains("portable family only") && m.contains(&v.key()),
+                        m.contains("portable and decode families only") && m.contains(&v.key()),
                         "{m}"
                     )
                 }
                 other => panic!("{}: {other:?}", v.key()),
             }
         }
+        // The decode family reads varlen batches (runtime/varlen_decode.rs).
+        assert!(reads_varlen(&decode));
         // The persistent grid without the stream reads varlen batches (portable.cu's run_blocks).
         assert!(reads_varlen(&persistent));
         let hopper = registry::default_variant(Arch::Sm90a, Precision::F16, 128, false);
