@@ -156,8 +156,9 @@ pub fn flash_attn_fp8kv(
 ///
 /// Returns a contiguous `[total_q, heads_q, head_dim]` tensor of Q's dtype.
 ///
-/// On CUDA this runs fp8-sdpa's varlen kernel (`Device::attention_varlen`, the portable
-/// family) in one launch for the whole batch on candle's stream. The `U32` offsets are read
+/// On CUDA this runs fp8-sdpa's varlen kernel (`Device::attention_varlen`: the decode family
+/// for decode-shaped batches, else the portable family) in one call for the whole batch on
+/// candle's stream. The `U32` offsets are read
 /// in place as the `i32` the kernel takes (no conversion, no copy). Before the launch the
 /// library reads the `2 * (batch + 1)` offsets back and checks them, one stream
 /// synchronization per call, so that bad offsets are an error rather than wrong rows (the

@@ -288,6 +288,108 @@ pub fn varlen_verify_shapes(quick: bool) -> Vec<VarlenVerifyShape> {
     v
 }
 
+/// The variable-length batches `verify` runs on the decode family only (contiguous and paged
+/// K/V): decode-shaped, with 1 to 16 query tokens per sequence (different counts in one
+/// batch) against ragged caches of 1 to 4097 keys, a sequence without queries and one without
+/// keys among them, GQA 4, 8 and 1 (at most 64 query rows per kv head, so that dispatch takes
+/// the decode family for them too).
+pub fn decode_varlen_verify_shapes(quick: bool) -> Vec<VarlenVerifyShape> {
+    // GQA 4: decode steps beside speculative ones, the longest cache past 4k keys.
+    let gqa4 = vec![
+        (1, 4097),
+        (4, 1000),
+        (1, 1),
+        (16, 2049),
+        (2, 17),
+        (0, 64),
+        (1, 300),
+        (8, 8),
+        (3, 1),
+        (16, 16),
+        (2, 0),
+        (5, 3000),
+        (7, 65),
+    ];
+    // GQA 8 (up to 8 tokens): many short sequences and two long ones.
+    let mut gqa8: Vec<(usize, usize)> = (1..=20).map(|i| (1 + i % 8, 1 + 37 * i)).collect();
+    gqa8.extend([(1, 2500), (3, 1), (0, 9), (8, 1500)]);
+    let mut v = vec![(gqa4, 32, 8), (gqa8, 8, 1)];
+    if !quick {
+        // MHA: one query row per kv head and token.
+        v.push((vec![(16, 1200), (1, 3333), (9, 9), (1, 2), (12, 700)], 4, 4));
+    }
+    v
+}
+
+/// A paged K/V cache holding a variable-length batch's keys: sequence b's key j is row
+/// `j % page_size` of pool page `table[b * max_pages + j / page_size]`, pages scattered over
+/// the pool in a seeded random order (a few spare pages among them, unused table entries
+/// pointing at spare or other pages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PagedLayout {
+    /// Tokens per page.
+    pub page_size: usize,
+    /// Pages in the pool.
+    pub pages: usize,
+    /// Table entries per sequence.
+    pub max_pages: usize,
+    /// Row-major `[batch, max_pages]`.
+    pub table: Vec<i32>,
+    /// Keys per sequence.
+    pub seqlens_k: Vec<i32>,
+}
+
+impl PagedLayout {
+    /// A scattered layout for `shape`'s key counts.
+    pub fn new(shape: &VarlenShape, page_size: usize, seed: u64) -> PagedLayout {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let batch = shape.batch();
+        let max_pages = shape.max_seqlen_k().div_ceil(page_size).max(1);
+        let used: usize = (0..batch)
+            .map(|b| shape.k_range(b).len().div_ceil(page_size))
+            .sum();
+        let pages = used + 3;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut order: Vec<i32> = (0..pages as i32).collect();
+        order.shuffle(&mut rng);
+        let mut next = order.into_iter();
+        let mut table = Vec::with_capacity(batch * max_pages);
+        for b in 0..batch {
+            let n = shape.k_range(b).len().div_ceil(page_size);
+            table.extend(next.by_ref().take(n));
+            // Unused entries: any page of the pool (the kernel reads none of it).
+            table.extend((n..max_pages).map(|i| ((b + i) % pages) as i32));
+        }
+        PagedLayout {
+            page_size,
+            pages,
+            max_pages,
+            table,
+            seqlens_k: (0..batch).map(|b| shape.k_range(b).len() as i32).collect(),
+        }
+    }
+
+    /// The pool `[pages, page_size, ..]` holding packed `[total_k, ..]` rows of `row` bytes
+    /// (spare pages and the rows past a sequence's end zero).
+    pub fn scatter(&self, shape: &VarlenShape, packed: &[u8], row: usize) -> Vec<u8> {
+        let mut pool = vec![0u8; self.pages * self.page_size * row];
+        for b in 0..shape.batch() {
+            for (j, t) in shape.k_range(b).enumerate() {
+                let at = self.row_of(b, j) * row;
+                pool[at..at + row].copy_from_slice(&packed[t * row..][..row]);
+            }
+        }
+        pool
+    }
+
+    /// The pool row of sequence b's key j.
+    pub fn row_of(&self, b: usize, j: usize) -> usize {
+        let page = self.table[b * self.max_pages + j / self.page_size] as usize;
+        page * self.page_size + j % self.page_size
+    }
+}
+
 /// Reorders a BSHD-contiguous tensor of `elem`-byte elements into `layout` (contiguous).
 pub fn to_layout(bytes: &[u8], elem: usize, dims: [usize; 4], layout: Layout) -> Vec<u8> {
     permute(bytes, elem, dims, layout, true)
@@ -399,6 +501,59 @@ mod tests {
             s.check().unwrap();
             assert!(lens.iter().any(|l| l.0 == 0) && lens.iter().any(|l| l.0 == 1));
             assert!(s.max_seqlen_q() >= 257, "a long sequence in every shape");
+        }
+    }
+
+    #[test]
+    fn decode_varlen_shapes_are_decode_shaped_and_ragged() {
+        for quick in [true, false] {
+            for (lens, hq, hkv) in decode_varlen_verify_shapes(quick) {
+                let s = VarlenShape::from_lens(&lens, hq, hkv, 128);
+                s.check().unwrap();
+                assert!(s.launch_shape().is_decode(), "{lens:?} {hq}/{hkv}");
+                assert!(lens.iter().all(|l| l.0 <= 16));
+                let qs: std::collections::BTreeSet<_> = lens.iter().map(|l| l.0).collect();
+                assert!(qs.len() >= 4, "query counts differ within a batch: {qs:?}");
+                assert!(s.max_seqlen_k() >= 1200 && lens.iter().any(|l| l.1 <= 17));
+            }
+        }
+        let groups: Vec<usize> = decode_varlen_verify_shapes(false)
+            .iter()
+            .map(|s| s.1 / s.2)
+            .collect();
+        assert_eq!(groups, [4, 8, 1]);
+    }
+
+    #[test]
+    fn paged_layouts_hold_every_key_once() {
+        let shape = VarlenShape::from_lens(&[(1, 40), (2, 0), (3, 17), (1, 16)], 4, 2, 64);
+        for page_size in [16, 48] {
+            let l = PagedLayout::new(&shape, page_size, 9);
+            assert_eq!(l.max_pages, 40usize.div_ceil(page_size));
+            assert_eq!(l.table.len(), 4 * l.max_pages);
+            assert_eq!(l.seqlens_k, [40, 0, 17, 16]);
+            // The library's own table check accepts it.
+            crate::runtime::validate::check_page_table(
+                &l.table,
+                &l.seqlens_k,
+                l.max_pages,
+                page_size,
+                l.pages,
+            )
+            .unwrap();
+            // Scatter, then gather through the table: the packed rows come back, and no two
+            // keys share a pool row.
+            let row = 3;
+            let packed: Vec<u8> = (0..shape.total_k() * row).map(|i| i as u8 + 1).collect();
+            let pool = l.scatter(&shape, &packed, row);
+            let mut seen = std::collections::HashSet::new();
+            for b in 0..shape.batch() {
+                for (j, t) in shape.k_range(b).enumerate() {
+                    let r = l.row_of(b, j);
+                    assert!(seen.insert(r));
+                    assert_eq!(pool[r * row..][..row], packed[t * row..][..row]);
+                }
+            }
         }
     }
 

@@ -2,13 +2,13 @@
 //! case's layout, output and LSE poisoned with NaN before every run, everything read back,
 //! inputs checked unchanged.
 
-use crate::cases::{from_layout, to_layout, HostCase, HostVarlenCase};
+use crate::cases::{from_layout, to_layout, HostCase, HostVarlenCase, PagedLayout};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::problem::AttnParams;
 use crate::runtime::{
-    Attention, AttentionVarlen, CallOptions, Descale, Device, IdxRef, Launched, TensorMut,
-    TensorRef, VecMut, VecRef,
+    Attention, AttentionVarlen, CallOptions, Descale, Device, IdxRef, Launched,
+    PagedAttentionVarlen, PagedKv, TensorMut, TensorRef, VecMut, VecRef,
 };
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use std::sync::Arc;
@@ -300,6 +300,196 @@ impl DeviceVarlenCase {
         }
         for (d, h) in self.cu.iter().zip(&self.host_cu) {
             if &stream.clone_dtoh(d).map_err(drv("reading offsets back"))? != h {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// A variable-length case with its keys in a paged cache (the decode family's
+/// [`PagedAttentionVarlen`]): packed Q, K and V pools scattered by a [`PagedLayout`], the
+/// block table, `seqlens_k` and `cu_seqlens_q`, O and LSE. The case's host reference applies
+/// unchanged: the pages hold each sequence's packed keys.
+pub struct DevicePagedVarlenCase {
+    /// The cache's layout.
+    pub layout: PagedLayout,
+    q: CudaSlice<u8>,
+    pools: [CudaSlice<u8>; 2],
+    host_pools: [Vec<u8>; 2],
+    descales: [Option<CudaSlice<f32>>; 2],
+    /// cu_seqlens_q, block table, seqlens_k.
+    idx: [CudaSlice<i32>; 3],
+    host_idx: [Vec<i32>; 3],
+    o: CudaSlice<u8>,
+    lse: CudaSlice<f32>,
+}
+
+impl DevicePagedVarlenCase {
+    /// Uploads `case` with its K and V scattered over pages of `page_size` tokens (`seed`
+    /// orders the pages).
+    pub fn upload(
+        stream: &Arc<CudaStream>,
+        case: &HostVarlenCase,
+        page_size: usize,
+        seed: u64,
+    ) -> Result<DevicePagedVarlenCase> {
+        let s = &case.spec.shape;
+        let layout = PagedLayout::new(s, page_size, seed);
+        let row = s.heads_kv * s.head_dim * case.enc[1].dtype.size();
+        let host_pools = [
+            layout.scatter(s, &case.enc[1].bytes, row),
+            layout.scatter(s, &case.enc[2].bytes, row),
+        ];
+        let mut pools = Vec::new();
+        for h in &host_pools {
+            pools.push(stream.clone_htod(h).map_err(drv("uploading the pages"))?);
+        }
+        let mut descales = Vec::new();
+        for e in &case.enc[1..] {
+            descales.push(match &e.descales {
+                Some(d) => Some(stream.clone_htod(d).map_err(drv("uploading descales"))?),
+                None => None,
+            });
+        }
+        let cu_q = s
+            .cu_seqlens_q
+            .iter()
+            .map(|&x| {
+                i32::try_from(x).map_err(|_| Error::InvalidInput(format!("offset {x} exceeds i32")))
+            })
+            .collect::<Result<Vec<i32>>>()?;
+        let host_idx = [cu_q, layout.table.clone(), layout.seqlens_k.clone()];
+        let mut idx = Vec::new();
+        for h in &host_idx {
+            idx.push(
+                stream
+                    .clone_htod(h)
+                    .map_err(drv("uploading the offsets and table"))?,
+            );
+        }
+        let q = stream
+            .clone_htod(&case.enc[0].bytes)
+            .map_err(drv("uploading Q"))?;
+        let o = stream
+            .alloc_zeros::<u8>(
+                s.total_q() * s.heads_q * s.head_dim * case.spec.precision.out().size(),
+            )
+            .map_err(drv("allocating O"))?;
+        let lse = stream
+            .alloc_zeros::<f32>(s.heads_q * s.total_q())
+            .map_err(drv("allocating LSE"))?;
+        let three = |_| Error::InvalidInput("three index arrays".into());
+        Ok(DevicePagedVarlenCase {
+            layout,
+            q,
+            pools: pools
+                .try_into()
+                .map_err(|_| Error::InvalidInput("two pools".into()))?,
+            host_pools,
+            descales: descales
+                .try_into()
+                .map_err(|_| Error::InvalidInput("two descales".into()))?,
+            idx: idx.try_into().map_err(three)?,
+            host_idx,
+            o,
+            lse,
+        })
+    }
+
+    /// Poisons O and LSE with NaN, runs [`Device::paged_attention_varlen`], reads back: O
+    /// packed as f32, LSE `[heads_q, total_q]`.
+    pub fn run(
+        &mut self,
+        dev: &Device,
+        stream: &Arc<CudaStream>,
+        case: &HostVarlenCase,
+        params: AttnParams,
+        opts: CallOptions,
+    ) -> Result<RunOutput> {
+        let s = &case.spec.shape;
+        let out_t = case.spec.precision.out();
+        poison(stream, &mut self.o, "poisoning O")?;
+        poison(stream, &mut self.lse, "poisoning LSE")?;
+        let (tq, d) = (s.total_q(), s.head_dim);
+        let l = &self.layout;
+        let pool = [l.pages, l.page_size, s.heads_kv, d];
+        let launched = {
+            let st: &CudaStream = stream;
+            let descale = |i: usize| -> Option<Descale<'_>> {
+                self.descales[i - 1].as_ref().map(|ds| Descale {
+                    values: VecRef::new(ds, st),
+                    batch_stride: case.descale_batch_stride(i),
+                })
+            };
+            let kv_t = case.enc[1].dtype;
+            let [cu_q, table, lens] = &self.idx;
+            let a = PagedAttentionVarlen {
+                q: TensorRef::packed(&self.q, st, case.enc[0].dtype, [tq, s.heads_q, d])?,
+                kv: PagedKv {
+                    k_cache: TensorRef::contiguous(
+                        &self.pools[0],
+                        st,
+                        kv_t,
+                        pool,
+                        crate::Layout::Bshd,
+                    )?,
+                    v_cache: TensorRef::contiguous(
+                        &self.pools[1],
+                        st,
+                        kv_t,
+                        pool,
+                        crate::Layout::Bshd,
+                    )?,
+                    block_table: IdxRef::new(table, st),
+                    max_pages: l.max_pages,
+                    seqlens_k: IdxRef::new(lens, st),
+                },
+                o: TensorMut::packed(&mut self.o, st, out_t, [tq, s.heads_q, d])?,
+                lse: Some(VecMut::new(&mut self.lse, st)),
+                cu_seqlens_q: IdxRef::new(cu_q, st),
+                max_seqlen_q: s.max_seqlen_q(),
+                k_descale: descale(1),
+                v_descale: descale(2),
+                params,
+            };
+            dev.paged_attention_varlen(stream, &a, opts)?
+        };
+        stream.synchronize().map_err(drv("running the kernel"))?;
+        let o_bytes = stream.clone_dtoh(&self.o).map_err(drv("reading O"))?;
+        let lse = stream.clone_dtoh(&self.lse).map_err(drv("reading LSE"))?;
+        Ok(RunOutput {
+            o: decode_out(out_t, &o_bytes),
+            lse,
+            launched,
+        })
+    }
+
+    /// Whether Q, the pages, the offsets, the table and the lengths on the device still equal
+    /// what was uploaded.
+    pub fn inputs_unchanged(
+        &self,
+        stream: &Arc<CudaStream>,
+        case: &HostVarlenCase,
+    ) -> Result<bool> {
+        if stream.clone_dtoh(&self.q).map_err(drv("reading Q back"))? != case.enc[0].bytes {
+            return Ok(false);
+        }
+        for (d, h) in self.pools.iter().zip(&self.host_pools) {
+            if &stream
+                .clone_dtoh(d)
+                .map_err(drv("reading the pages back"))?
+                != h
+            {
+                return Ok(false);
+            }
+        }
+        for (d, h) in self.idx.iter().zip(&self.host_idx) {
+            if &stream
+                .clone_dtoh(d)
+                .map_err(drv("reading the table back"))?
+                != h
+            {
                 return Ok(false);
             }
         }

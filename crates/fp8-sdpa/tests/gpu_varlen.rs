@@ -1,15 +1,18 @@
-//! GPU tests of variable-length batches (`Device::attention_varlen`): packed sequences against
-//! the float64 CPU reference, output and LSE poisoned before each run, inputs and offsets
-//! checked unchanged. Run on the device machine with `--include-ignored`; without a GPU they
+//! GPU tests of variable-length batches (`Device::attention_varlen`, and the decode family's
+//! `Device::paged_attention_varlen`): packed sequences against the float64 CPU reference,
+//! output and LSE poisoned before each run, inputs and offsets checked unchanged. Run on the device machine with `--include-ignored`; without a GPU they
 //! fail, never skip.
 
-use fp8_sdpa::cases::{varlen_verify_shapes, HostVarlenCase, VarlenCaseSpec};
-use fp8_sdpa::harness::{judge, DeviceVarlenCase};
+use fp8_sdpa::cases::{
+    decode_varlen_verify_shapes, varlen_verify_shapes, HostVarlenCase, VarlenCaseSpec,
+};
+use fp8_sdpa::harness::{judge, DevicePagedVarlenCase, DeviceVarlenCase};
 use fp8_sdpa::inputs::Distribution;
 use fp8_sdpa::kernels::registry;
 use fp8_sdpa::runtime::varlen::reads_varlen;
 use fp8_sdpa::runtime::{
-    AttentionVarlen, CallOptions, Device, IdxRef, KernelChoice, TensorMut, TensorRef, VecMut,
+    AttentionVarlen, CallOptions, Device, IdxRef, KernelChoice, PagedAttentionVarlen, PagedKv,
+    TensorMut, TensorRef, VecMut,
 };
 use fp8_sdpa::{AttnParams, DType, Error, KernelSpec, Precision, VarlenShape};
 use std::collections::BTreeSet;
@@ -68,9 +71,138 @@ fn check(
     spec
 }
 
+/// Runs `host` over a paged cache (pages of `page_size` tokens) with `kernel` and asserts it
+/// matches the float64 reference with its inputs, offsets and table unchanged; returns the
+/// spec that ran.
+fn check_paged(
+    dev: &Device,
+    stream: &Arc<cudarc::driver::CudaStream>,
+    host: &HostVarlenCase,
+    page_size: usize,
+    kernel: KernelChoice,
+) -> KernelSpec {
+    let params = AttnParams::default_for(host.spec.shape.head_dim, host.spec.causal);
+    let r = host.reference_dequantized(params.scale as f64).unwrap();
+    let mut d = DevicePagedVarlenCase::upload(stream, host, page_size, host.spec.seed).unwrap();
+    let opts = CallOptions {
+        kernel,
+        ..CallOptions::default()
+    };
+    let out = d.run(dev, stream, host, params, opts).unwrap();
+    let unchanged = d.inputs_unchanged(stream, host).unwrap();
+    let v = judge(host.spec.precision, &out, &r, None, false, unchanged).unwrap();
+    let spec = out.launched.spec;
+    assert!(
+        v.failures.is_empty(),
+        "{} paged ({page_size}-token pages) {:?}: {:?}",
+        spec.key(),
+        host.spec,
+        v.failures
+    );
+    spec
+}
+
+/// The precisions the decode family serves.
+const DECODE_PRECISIONS: [Precision; 4] = [
+    Precision::F16,
+    Precision::Bf16,
+    Precision::Fp8KvF16,
+    Precision::Fp8KvBf16,
+];
+
+/// Decode-shaped varlen batches (1 to 16 queries per sequence, different counts in one batch,
+/// caches of 1 to 4097 keys, GQA 4 and 8, a sequence without queries and one without keys)
+/// through dispatch, every decode precision and head dim, causal and not: the decode family,
+/// contiguous K/V.
+#[test]
+#[ignore = "needs a GPU"]
+fn decode_varlen_matches_the_cpu_reference() {
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    let shapes = decode_varlen_verify_shapes(true);
+    let mut n = 0u64;
+    for p in DECODE_PRECISIONS {
+        for d in [64, 128, 256] {
+            for causal in [false, true] {
+                let (lens, hq, hkv) = &shapes[(n % shapes.len() as u64) as usize];
+                let host = case(p, lens, (*hq, *hkv), d, causal, 300 + n);
+                let spec = check(&dev, &stream, &host, KernelChoice::Auto);
+                assert_eq!(spec.variant.family, Family::Decode, "{}", spec.key());
+                n += 1;
+            }
+        }
+    }
+}
+
+/// The same batches with their keys in a paged cache (pages of 16, 48 and 256 tokens,
+/// scattered over the pool) through `paged_attention_varlen`.
+#[test]
+#[ignore = "needs a GPU"]
+fn paged_varlen_matches_the_cpu_reference() {
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    let shapes = decode_varlen_verify_shapes(true);
+    let mut n = 0u64;
+    for p in DECODE_PRECISIONS {
+        for d in [64, 128, 256] {
+            for causal in [false, true] {
+                let (lens, hq, hkv) = &shapes[(n % shapes.len() as u64) as usize];
+                let host = case(p, lens, (*hq, *hkv), d, causal, 400 + n);
+                let page = [16, 48, 256][(n % 3) as usize];
+                let spec = check_paged(&dev, &stream, &host, page, KernelChoice::Auto);
+                assert_eq!(spec.variant.family, Family::Decode, "{}", spec.key());
+                n += 1;
+            }
+        }
+    }
+}
+
+/// Every registered decode variant (one problem class each, causal where registered so) on a
+/// ragged decode-shaped batch, contiguous and paged, and on a prefill-shaped one (many query
+/// rows per kv head: the decode kernel reads any batch it is given).
+#[test]
+#[ignore = "needs a GPU"]
+fn every_decode_variant_reads_varlen_batches() {
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    let decode_lens = [(1, 1500), (16, 33), (0, 7), (4, 1), (2, 0), (7, 999)];
+    let prefill_lens = [(70, 50), (1, 200), (33, 33), (0, 9)];
+    let mut seen = BTreeSet::new();
+    let mut n = 0u64;
+    for spec in registry::registered_for(dev.info().arch) {
+        if spec.variant.family != Family::Decode || !seen.insert((spec.variant.key(), spec.causal))
+        {
+            continue;
+        }
+        let d = spec.head_dim as usize;
+        let host = case(
+            spec.precision,
+            &decode_lens,
+            (32, 8),
+            d,
+            spec.causal,
+            500 + n,
+        );
+        let kernel = KernelChoice::Variant(spec.variant);
+        assert_eq!(check(&dev, &stream, &host, kernel), spec);
+        assert_eq!(check_paged(&dev, &stream, &host, 16, kernel), spec);
+        let host = case(
+            spec.precision,
+            &prefill_lens,
+            (8, 2),
+            d,
+            spec.causal,
+            600 + n,
+        );
+        assert_eq!(check(&dev, &stream, &host, kernel), spec);
+        n += 1;
+    }
+    assert!(n >= 8, "only {n} decode variant classes ran");
+}
+
 /// Every precision and head dim through dispatch, causal and not, on the verify shapes (many
-/// short sequences, a few long ones, lengths 0 and 1, GQA, MHA): the family
-/// `registry::varlen_default` names (Hopper for 16-bit D64/D128 on sm_90a, else portable).
+/// short sequences, a few long ones, lengths 0 and 1, GQA, MHA; none is decode-shaped): the
+/// family `registry::varlen_default` names (Hopper for 16-bit D64/D128 on sm_90a, else portable).
 #[test]
 #[ignore = "needs a GPU"]
 fn varlen_matches_the_cpu_reference_through_dispatch() {
@@ -135,7 +267,8 @@ fn every_variant_that_reads_varlen_reads_varlen_batches() {
     assert!(n >= 20, "only {n} variant classes ran");
 }
 
-/// Other families (decode, reference) are refused with a typed error before launch.
+/// Other families (the reference) and the portable stream are refused with a typed error
+/// before launch.
 #[test]
 #[ignore = "needs a GPU"]
 fn other_families_are_unsupported_for_varlen() {
@@ -144,10 +277,9 @@ fn other_families_are_unsupported_for_varlen() {
     let host = case(Precision::F16, &[(3, 5), (1, 1)], (4, 2), 128, true, 7);
     let params = AttnParams::default_for(128, true);
     let mut d = DeviceVarlenCase::upload(&stream, &host).unwrap();
-    let arch = dev.info().arch;
-    let mut refused = vec![
-        "decode.m16.n64.w4.s3.b2.cex".parse().unwrap(),
+    let refused = [
         fp8_sdpa::Variant::reference(),
+        "portable.m256.n128.w8.s3.b1.cthpedx".parse().unwrap(),
     ];
     for v in refused {
         let opts = CallOptions {
@@ -156,7 +288,10 @@ fn other_families_are_unsupported_for_varlen() {
         };
         match d.run(&dev, &stream, &host, params, opts) {
             Err(Error::Unsupported(m)) => {
-                assert!(m.contains("portable and Hopper families only"), "{m}")
+                assert!(
+                    m.contains("portable, Hopper and decode families only"),
+                    "{m}"
+                )
             }
             other => panic!("{}: expected Unsupported, got {other:?}", v.key()),
         }
@@ -204,14 +339,18 @@ fn bad_offsets_are_refused_or_clamped_in_bounds() {
             "cu_seqlens_q[1] = -100000",
         ),
     ];
-    for causal in [false, true] {
+    let decode_kernel = KernelChoice::Variant("decode.m16.n32.w2.s4.b4.cex".parse().unwrap());
+    for (causal, decode) in [(false, false), (true, false), (false, true), (true, true)] {
         for (cu_q, cu_k, want) in bad {
             let (dq, dk) = (
                 stream.clone_htod(cu_q).unwrap(),
                 stream.clone_htod(cu_k).unwrap(),
             );
             for check in [true, false] {
-                let kernel = if causal {
+                let kernel = if decode {
+                    // The decode family's varlen mode.
+                    decode_kernel
+                } else if causal {
                     // The persistent grid too (its tiles skip past a sequence's end).
                     KernelChoice::Variant("portable.m64.n64.w4.s3.b2.ctpe".parse().unwrap())
                 } else {
@@ -246,6 +385,121 @@ fn bad_offsets_are_refused_or_clamped_in_bounds() {
                     (Ok(_), true) => {}
                     (Err(Error::InvalidInput(m)), false) => assert!(m.contains(want), "{m}"),
                     _ => panic!("offsets {cu_q:?} / {cu_k:?}, check {check}: {r:?}"),
+                }
+                stream.synchronize().expect("the kernel stays in bounds");
+                let oh = stream.clone_dtoh(&o).unwrap();
+                let lh = stream.clone_dtoh(&lse).unwrap();
+                let n = oh.len();
+                assert!(
+                    oh[..GUARD]
+                        .iter()
+                        .chain(&oh[n - GUARD..])
+                        .all(|&x| x == 0x5a5a),
+                    "O's guard zones were written ({cu_q:?})"
+                );
+                let n = lh.len();
+                assert!(
+                    lh[..GUARD]
+                        .iter()
+                        .chain(&lh[n - GUARD..])
+                        .all(|&x| x == 7.0),
+                    "the LSE's guard zones were written ({cu_q:?})"
+                );
+            }
+        }
+    }
+}
+
+/// Paged varlen: bad query offsets and key counts past the table are typed errors when
+/// checked, and with the check off the kernel clamps them (offsets to the packed Q and O,
+/// counts to the table's capacity): the call runs with split keys and the merge, and nothing
+/// outside O and the LSE is written. Run it under compute-sanitizer to see that nothing
+/// outside Q, the pages and the table is read either.
+#[test]
+#[ignore = "needs a GPU"]
+fn paged_varlen_bad_offsets_and_lengths_are_refused_or_clamped_in_bounds() {
+    let dev = device();
+    let stream = dev.new_stream().unwrap();
+    let st: &cudarc::driver::CudaStream = &stream;
+    let (hq, hkv, d, page, max_pages) = (8usize, 2usize, 128usize, 16usize, 64usize);
+    let (batch, tq) = (3usize, 20usize);
+    let pages = batch * max_pages;
+    let q = stream.alloc_zeros::<u16>(tq * hq * d).unwrap();
+    let pool = stream.alloc_zeros::<u16>(pages * page * hkv * d).unwrap();
+    let table: Vec<i32> = (0..(batch * max_pages) as i32).rev().collect();
+    let table = stream.clone_htod(&table).unwrap();
+    let mut o = stream
+        .clone_htod(&vec![0x5a5au16; tq * hq * d + 2 * GUARD])
+        .unwrap();
+    let mut lse = stream
+        .clone_htod(&vec![7.0f32; hq * tq + 2 * GUARD])
+        .unwrap();
+    let cap = (max_pages * page) as i32;
+    let bad: [(&[i32], &[i32], String); 4] = [
+        (&[0, 1, 5, 20], &[1000, 17, 1], String::new()),
+        (
+            &[0, 1, 5, 21],
+            &[1000, 17, 1],
+            "cu_seqlens_q[3] = 21 but Q holds 20 tokens".into(),
+        ),
+        (
+            &[0, 1, 5, 20],
+            &[cap + 1, 17, 1],
+            format!("seqlens_k[0] = {} is outside 0..={cap}", cap + 1),
+        ),
+        (
+            &[0, -5, 1 << 30, 20],
+            &[i32::MAX, -3, 1],
+            "cu_seqlens_q[1] = -5".into(),
+        ),
+    ];
+    for causal in [false, true] {
+        for (cu_q, lens, want) in &bad {
+            let (dq, dl) = (
+                stream.clone_htod(*cu_q).unwrap(),
+                stream.clone_htod(*lens).unwrap(),
+            );
+            for check in [true, false] {
+                let opts = CallOptions {
+                    check_descales: check,
+                    ..CallOptions::default()
+                };
+                let r = {
+                    let mut o_view = o.slice_mut(GUARD..GUARD + tq * hq * d);
+                    let mut lse_view = lse.slice_mut(GUARD..GUARD + hq * tq);
+                    let cache = |buf| {
+                        TensorRef::contiguous(
+                            buf,
+                            st,
+                            DType::F16,
+                            [pages, page, hkv, d],
+                            fp8_sdpa::Layout::Bshd,
+                        )
+                        .unwrap()
+                    };
+                    let a = PagedAttentionVarlen {
+                        q: TensorRef::packed(&q, st, DType::F16, [tq, hq, d]).unwrap(),
+                        kv: PagedKv {
+                            k_cache: cache(&pool),
+                            v_cache: cache(&pool),
+                            block_table: IdxRef::new(&table, st),
+                            max_pages,
+                            seqlens_k: IdxRef::new(&dl, st),
+                        },
+                        o: TensorMut::packed(&mut o_view, st, DType::F16, [tq, hq, d]).unwrap(),
+                        lse: Some(VecMut::new(&mut lse_view, st)),
+                        cu_seqlens_q: IdxRef::new(&dq, st),
+                        max_seqlen_q: 15,
+                        k_descale: None,
+                        v_descale: None,
+                        params: AttnParams::default_for(d, causal),
+                    };
+                    dev.paged_attention_varlen(&stream, &a, opts)
+                };
+                match (&r, want.is_empty() || !check) {
+                    (Ok(l), true) => assert_eq!(l.spec.variant.family, Family::Decode),
+                    (Err(Error::InvalidInput(m)), false) => assert!(m.contains(want), "{m}"),
+                    _ => panic!("offsets {cu_q:?}, lengths {lens:?}, check {check}: {r:?}"),
                 }
                 stream.synchronize().expect("the kernel stays in bounds");
                 let oh = stream.clone_dtoh(&o).unwrap();

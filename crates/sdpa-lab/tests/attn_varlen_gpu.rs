@@ -1,10 +1,10 @@
 //! `sdpa-lab attn` over a variable-length batch: a safetensors file with packed `q`, `k`, `v`
-//! and `cu_seqlens_q`, `cu_seqlens_k` in, an output (`o` `[total_q, heads_q, dim]`, `lse`
-//! `[heads_q, total_q]`) that matches the float64 CPU reference. Run the GPU test on the
-//! device machine with `--include-ignored`; set `SDPA_LAB_BIN` when the binary is not where
-//! cargo built it.
+//! and `cu_seqlens_q`, `cu_seqlens_k` in (or packed `q` and `cu_seqlens_q` with a paged
+//! cache), an output (`o` `[total_q, heads_q, dim]`, `lse` `[heads_q, total_q]`) that matches
+//! the float64 CPU reference. Run the GPU tests on the device machine with
+//! `--include-ignored`; set `SDPA_LAB_BIN` when the binary is not where cargo built it.
 
-use fp8_sdpa::cases::{HostVarlenCase, VarlenCaseSpec};
+use fp8_sdpa::cases::{HostVarlenCase, PagedLayout, VarlenCaseSpec};
 use fp8_sdpa::harness::{decode_out, LSE_ATOL, LSE_RTOL};
 use fp8_sdpa::inputs::Distribution;
 use fp8_sdpa::metrics::{compare, Thresholds};
@@ -182,4 +182,149 @@ fn attn_refuses_bad_offsets_before_any_gpu() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--layout bhsd does not apply"), "{err}");
+}
+
+/// Decode-shaped sequences for the paged form: one token over a long cache, a few speculative
+/// tokens, none, a sequence without keys.
+const PAGED_LENS: [(usize, usize); 6] = [(1, 300), (4, 17), (0, 5), (2, 0), (16, 1200), (1, 1)];
+
+/// Writes `host`'s packed queries and `cu_seqlens_q` with its keys in a paged cache of
+/// `page_size`-token pages (K/V descales per sequence and kv head).
+fn write_paged_input(path: &Path, host: &HostVarlenCase, page_size: usize) {
+    let s = &host.spec.shape;
+    let l = PagedLayout::new(s, page_size, 3);
+    let row = s.heads_kv * s.head_dim * host.enc[1].dtype.size();
+    let pools = [
+        l.scatter(s, &host.enc[1].bytes, row),
+        l.scatter(s, &host.enc[2].bytes, row),
+    ];
+    let cu_q = i32_bytes(&s.cu_seqlens_q);
+    let table: Vec<u8> = l.table.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let lens: Vec<u8> = l.seqlens_k.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let ds: Vec<Vec<u8>> = host
+        .enc
+        .iter()
+        .map(|e| {
+            let d = e.descales.as_deref().unwrap_or_default();
+            d.iter().flat_map(|x| x.to_le_bytes()).collect()
+        })
+        .collect();
+    let q = &host.enc[0];
+    let pool_dims = vec![l.pages, page_size, s.heads_kv, s.head_dim];
+    let kv_t = st_dtype(host.enc[1].dtype);
+    let mut views = vec![
+        (
+            "q",
+            TensorView::new(
+                st_dtype(q.dtype),
+                vec![s.total_q(), s.heads_q, s.head_dim],
+                &q.bytes,
+            ),
+        ),
+        (
+            "k_cache",
+            TensorView::new(kv_t, pool_dims.clone(), &pools[0]),
+        ),
+        ("v_cache", TensorView::new(kv_t, pool_dims, &pools[1])),
+        (
+            "block_table",
+            TensorView::new(Dtype::I32, vec![s.batch(), l.max_pages], &table),
+        ),
+        (
+            "seqlens_k",
+            TensorView::new(Dtype::I32, vec![s.batch()], &lens),
+        ),
+        (
+            "cu_seqlens_q",
+            TensorView::new(Dtype::I32, vec![s.batch() + 1], &cu_q),
+        ),
+    ];
+    for (i, name) in [(1, "k_descale"), (2, "v_descale")] {
+        if host.enc[i].descales.is_some() {
+            let shape = vec![s.batch(), s.heads_kv];
+            views.push((name, TensorView::new(Dtype::F32, shape, &ds[i])));
+        }
+    }
+    let views: Vec<_> = views.into_iter().map(|(n, v)| (n, v.unwrap())).collect();
+    std::fs::write(path, safetensors::serialize(views, None).unwrap()).unwrap();
+}
+
+fn paged_host(precision: Precision, causal: bool, seed: u64) -> HostVarlenCase {
+    HostVarlenCase::build(VarlenCaseSpec {
+        shape: VarlenShape::from_lens(&PAGED_LENS, HQ, HKV, D),
+        precision,
+        causal,
+        dist: Distribution::Normal,
+        seed,
+        per_sequence_descales: true,
+    })
+    .unwrap()
+}
+
+/// Variable-length queries over a paged cache (fp16 and FP8-KV with per-sequence descales,
+/// causal and not) through the binary: the decode kernels' paged varlen mode.
+#[test]
+#[ignore = "needs a GPU"]
+fn attn_reads_variable_length_queries_over_a_paged_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (precision, causal, page)) in [
+        (Precision::F16, false, 16),
+        (Precision::Fp8KvBf16, true, 64),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let host = paged_host(precision, causal, 70 + i as u64);
+        let name = format!("paged-{precision}-{causal}");
+        let (input, output) = (
+            dir.path().join(format!("{name}.st")),
+            dir.path().join(format!("{name}.out.st")),
+        );
+        write_paged_input(&input, &host, page);
+        let out = attn(&input, &output, if causal { &["--causal"] } else { &[] });
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: attn failed: {err}");
+        assert!(
+            err.contains("in 6 sequences (longest 16 queries) over a paged cache")
+                && err.contains("decode."),
+            "{err}"
+        );
+        let bytes = std::fs::read(&output).unwrap();
+        let f = SafeTensors::deserialize(&bytes).unwrap();
+        let (o, lse) = (f.tensor("o").unwrap(), f.tensor("lse").unwrap());
+        let s = &host.spec.shape;
+        assert_eq!(o.shape(), &[s.total_q(), HQ, D], "{name}");
+        assert_eq!(lse.shape(), &[HQ, s.total_q()], "{name}");
+        let scale = (1.0 / (D as f32).sqrt()) as f64;
+        let want = host.reference_dequantized(scale).unwrap();
+        let t = Thresholds::for_precision(precision);
+        let stats = t
+            .compare(&decode_out(precision.out(), o.data()), &want.o)
+            .unwrap();
+        t.check(&stats).unwrap_or_else(|e| panic!("{name}: O: {e}"));
+        let got_lse: Vec<f32> = lse
+            .data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let l = compare(&got_lse, &want.lse, LSE_ATOL, LSE_RTOL).unwrap();
+        assert_eq!(l.bad, 0, "{name}: LSE {l:?}");
+    }
+}
+
+/// A paged file with bad query offsets fails before any GPU is needed, naming the entry.
+#[test]
+fn attn_refuses_bad_paged_query_offsets_before_any_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bad = paged_host(Precision::F16, false, 2);
+    // Sequence 1's end moves before its start.
+    bad.spec.shape.cu_seqlens_q[2] = 0;
+    let input = dir.path().join("bad-paged.st");
+    write_paged_input(&input, &bad, 16);
+    let out = attn(&input, &dir.path().join("o.st"), &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    for want in ["bad-paged.st", "cu_seqlens_q[2] = 0 < cu_seqlens_q[1] = 1"] {
+        assert!(err.contains(want), "expected '{want}' in: {err}");
+    }
 }

@@ -228,15 +228,19 @@ impl Compiler {
         self.compile_mode(spec, arch, false)
     }
 
-    /// Like [`Compiler::compile`], in the variable-length mode (`SDPA_VARLEN`: packed
-    /// sequences cut out by offsets, see `runtime::varlen`) of the portable and Hopper
-    /// families: a module of its own, built only for varlen calls, so that the dense kernels
-    /// stay as they are. Other families have no such mode (an [`crate::Error::Unsupported`]).
+    /// Like [`Compiler::compile`], in the variable-length mode of the portable, Hopper or
+    /// decode family (`SDPA_VARLEN`: packed sequences cut out by offsets, see
+    /// `runtime::varlen`): a module of its own, built only for varlen calls, so that the dense
+    /// kernels stay as they are. Other families have no such mode (an
+    /// [`crate::Error::Unsupported`]).
     pub fn compile_varlen(&self, spec: &KernelSpec, arch: Arch) -> Result<Compiled> {
         use crate::variant::Family;
-        if !matches!(spec.variant.family, Family::Portable | Family::Hopper) {
+        if !matches!(
+            spec.variant.family,
+            Family::Portable | Family::Hopper | Family::Decode
+        ) {
             return Err(crate::error::Error::Unsupported(format!(
-                "{}: only the portable and Hopper families have a variable-length mode",
+                "{}: only the portable, Hopper and decode families have a variable-length mode",
                 spec.key()
             )));
         }

@@ -10,12 +10,14 @@
 //  - causal masking is aligned bottom-right: query i sees key j iff j <= i + seq_kv - seq_q;
 //    a query row that sees no key gets O = 0 and LSE = -inf;
 //  - lse, when non-null, is fp32 [batch, heads_q, seq_q], natural log;
-//  - variable-length batches (the portable family's SDPA_VARLEN mode): Q and O are
+//  - variable-length batches (the portable and decode families' SDPA_VARLEN modes): Q and O are
 //    packed [total_q, heads_q, dim], K and V [total_k, heads_kv, dim], and sequence b is the
 //    tokens [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of Q/O and [cu_seqlens_k[b],
 //    cu_seqlens_k[b + 1]) of K/V (FlashAttention's varlen convention); batch strides are 0,
 //    seq_q and seq_kv are the longest sequences (the grid's extent), causal aligns each
-//    sequence bottom-right, and lse is [heads_q, total_q]. Null for dense calls.
+//    sequence bottom-right, and lse is [heads_q, total_q]. Null for dense calls. The decode
+//    family's paged form reads K/V through its block table instead: cu_seqlens_k is null
+//    and K/V's batch stride is the page stride.
 #pragma once
 
 struct SdpaParams {

@@ -15,6 +15,15 @@
 // gives each lane four codes that decode straight into mma B fragments, with Q's columns and
 // O's d-tiles permuted to match (see s_step / pv_step). Their descales fold into the softmax
 // scale (K) and the epilogue (V).
+//
+// Variable-length batches (SDPA_VARLEN, a module of its own; runtime/varlen.rs, abi.cuh):
+// blockIdx.z is sequence b, whose queries are the packed tokens [cu_seqlens_q[b],
+// cu_seqlens_q[b + 1]) of Q and O and whose keys are the packed tokens [cu_seqlens_k[b],
+// cu_seqlens_k[b + 1]) of K and V, or, paged, seqlens_k[b] keys through the block table
+// (seq_view; every offset clamped to the packed tensors, a length to the table's capacity).
+// The grid covers the longest sequence: a row block past the sequence's rows returns at
+// once, and a split past its keys writes only -inf partial LSEs, which the merge skips.
+// Partials and the LSE are [.., heads_q, total_q]. Causal aligns each sequence bottom-right.
 #include "types.cuh"
 #include "softmax.cuh"
 #include "mma_sm80.cuh"
@@ -23,6 +32,10 @@
 typedef SDPA_Q_T T;       // Q and compute type (fp16 or bf16)
 typedef SDPA_KV_T KvT;    // K/V storage: T or e4m3_t
 typedef SDPA_O_T OutT;
+
+#ifndef SDPA_VARLEN
+#define SDPA_VARLEN 0
+#endif
 
 // The constants live in a namespace: under --device-as-default-execution-space a global-scope
 // constexpr is a device global, and a global named SMEM collided with a symbol ptxas resolves
@@ -55,7 +68,9 @@ using namespace dcfg;
 
 struct DecodeParams {
     float* o_part;            // [splits, batch, heads_q, seq_q, D] fp32, null with one split
-    float* lse_part;          // [splits, batch, heads_q, seq_q] natural log
+                              // (varlen: [splits, heads_q, total_q, D])
+    float* lse_part;          // [splits, batch, heads_q, seq_q] natural log (varlen: [splits,
+                              // heads_q, total_q])
     const int* block_table;   // [batch, max_pages] or null (contiguous K/V)
     const int* seqlens_k;     // [batch] or null (every sequence has seq_kv keys)
     int max_pages, page_size; // paged: K/V's batch stride is the page stride
@@ -190,17 +205,64 @@ __device__ __forceinline__ int q_col(int kk, int i, int t4) {
     return KV8 ? 16 * kk + 4 * t4 + 2 * (i >> 1) : 16 * kk + 2 * t4 + 8 * (i >> 1);
 }
 
+#if SDPA_VARLEN
+// Sequence b of a variable-length batch as a dense problem of its own: Q and O start at its
+// first token, contiguous K and V at its first key, and seq_q, seq_kv are its own lengths.
+// Every offset is clamped to the packed tensors and a paged length to the table's capacity,
+// so bad offsets never address outside them. Returns the sequence's first token (the LSE's
+// and the partials' rows are [heads_q, total_q]).
+__device__ __forceinline__ int seq_view(SdpaParams& p, const DecodeParams& d, int b) {
+    const int q0 = min(max(p.cu_seqlens_q[b], 0), p.total_q), q1 = min(max(p.cu_seqlens_q[b + 1], q0), p.total_q);
+    p.q = reinterpret_cast<const T*>(p.q) + i64(q0) * p.q_stride_s;
+    p.o = reinterpret_cast<OutT*>(p.o) + i64(q0) * p.o_stride_s;
+    p.seq_q = q1 - q0;
+    if (d.block_table) {
+        p.seq_kv = int(min(max(i64(d.seqlens_k[b]), i64(0)), i64(d.max_pages) * d.page_size));
+    } else {
+        const int k0 = min(max(p.cu_seqlens_k[b], 0), p.total_k), k1 = min(max(p.cu_seqlens_k[b + 1], k0), p.total_k);
+        p.k = reinterpret_cast<const KvT*>(p.k) + i64(k0) * p.k_stride_s;
+        p.v = reinterpret_cast<const KvT*>(p.v) + i64(k0) * p.v_stride_s;
+        p.seq_kv = k1 - k0;
+    }
+    return q0;
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(WARPS * 32, SDPA_MIN_BLOCKS)
-sdpa_decode(const __grid_constant__ SdpaParams p, const __grid_constant__ DecodeParams d) {
+sdpa_decode(const __grid_constant__ SdpaParams p0, const __grid_constant__ DecodeParams d) {
     extern __shared__ __align__(128) u8 smem_raw[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+#if SDPA_VARLEN
+    SdpaParams p = p0;  // the block's sequence (seq_view)
+    const int tok0 = seq_view(p, d, blockIdx.z);
+    const int group = p.heads_q / p.heads_kv, rows = p.seq_q * group;
+    const int row_blocks = (p0.seq_q * group + 15) / 16;  // laid out for the longest sequence
+    const int split = blockIdx.x, hkv = blockIdx.y / row_blocks, row0 = (blockIdx.y % row_blocks) * 16;
+    const int b = blockIdx.z;
+    const int n_keys = p.seq_kv;
+#else
+    const SdpaParams& p = p0;
     const int group = p.heads_q / p.heads_kv, rows = p.seq_q * group;
     const int row_blocks = (rows + 15) / 16;
     const int split = blockIdx.x, hkv = blockIdx.y / row_blocks, row0 = (blockIdx.y % row_blocks) * 16;
     const int b = blockIdx.z;
     const int n_keys = d.seqlens_k ? d.seqlens_k[b] : p.seq_kv;
+#endif
     // begin + split_keys may pass INT_MAX near 2^31 keys: the end is clamped in 64 bits.
     const int begin = split * d.split_keys, end = int(min(i64(n_keys), i64(begin) + d.split_keys));
+#if SDPA_VARLEN
+    if (row0 >= rows) return;  // past the sequence's rows: nothing to write
+    if (d.splits > 1 && begin >= n_keys) {
+        // Past the sequence's keys: a -inf partial LSE, which the merge skips (its O is never
+        // read).
+        const int rr = row0 + int(threadIdx.x);
+        if (threadIdx.x < 16 && rr < rows) {
+            const int hq = hkv * group + rr % group;
+            d.lse_part[(i64(split) * p.heads_q + hq) * p.total_q + tok0 + rr / group] = -SDPA_INF;
+        }
+        return;
+    }
+#endif
     float kd = 1.f, vd = 1.f;
     if constexpr (KV8) {
         const int i = b * p.kv_descale_stride_b + hkv;
@@ -361,23 +423,36 @@ sdpa_decode(const __grid_constant__ SdpaParams p, const __grid_constant__ Decode
         // reach the output rather than be read as "no key".
         const float out = sum == 0.f ? 0.f : acc / sum * vd;
         const float lse = sum == 0.f ? -SDPA_INF : (ms + __log2f(sum)) * 0.69314718055994531f;
+#if SDPA_VARLEN
+        const i64 row_id = i64(hq) * p.total_q + tok0 + ps;  // [heads_q, total_q]
+#else
         const i64 row_id = (i64(b) * p.heads_q + hq) * p.seq_q + ps;  // [batch, heads_q, seq_q]
+#endif
         if (d.splits == 1) {
             OutT* dst = reinterpret_cast<OutT*>(p.o) + b * p.o_stride_b + ps * p.o_stride_s + hq * p.o_stride_h + col;
             *dst = from_float<OutT>(out);
             if (p.lse && col == 0) p.lse[row_id] = lse;
         } else {
+#if SDPA_VARLEN
+            const i64 part = i64(split) * p.heads_q * p.total_q + row_id;
+#else
             const i64 part = i64(split) * p.batch * p.heads_q * p.seq_q + row_id;
+#endif
             d.o_part[part * D + col] = out;
             if (col == 0) d.lse_part[part] = lse;
         }
     }
 }
 
-// Merges the splits' partial outputs by log-sum-exp: one warp per (batch, head, query) row.
+// Merges the splits' partial outputs by log-sum-exp: one warp per (batch, head, query) row
+// (varlen: per (head, packed token) row).
 extern "C" __global__ void __launch_bounds__(128)
 sdpa_decode_merge(const __grid_constant__ SdpaParams p, const __grid_constant__ DecodeParams d) {
+#if SDPA_VARLEN
+    const i64 rows = i64(p.heads_q) * p.total_q;
+#else
     const i64 rows = i64(p.batch) * p.heads_q * p.seq_q;
+#endif
     const i64 row_id = i64(blockIdx.x) * 4 + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row_id >= rows) return;
@@ -389,14 +464,25 @@ sdpa_decode_merge(const __grid_constant__ SdpaParams p, const __grid_constant__ 
 #pragma unroll
     for (int i = 0; i < D / 32; ++i) acc[i] = 0.f;
     for (int s = 0; s < d.splits; ++s) {
-        const float w = __expf(d.lse_part[s * stride + row_id] - ms);
+        const float l = d.lse_part[s * stride + row_id];
+#if SDPA_VARLEN
+        // A split past the sequence's keys wrote its LSE only (-inf: weight 0); a split whose
+        // rows saw no key wrote O = 0 with it, so skipping both changes nothing.
+        if (l == -SDPA_INF) continue;
+#endif
+        const float w = __expf(l - ms);
         sum += w;
         const float* src = d.o_part + (s * stride + row_id) * D;
 #pragma unroll
         for (int i = 0; i < D / 32; ++i) acc[i] += w * src[lane + 32 * i];
     }
+#if SDPA_VARLEN
+    const int tok = int(row_id % p.total_q), hq = int(row_id / p.total_q);
+    OutT* dst = reinterpret_cast<OutT*>(p.o) + i64(tok) * p.o_stride_s + hq * p.o_stride_h;
+#else
     const int ps = int(row_id % p.seq_q), hq = int(row_id / p.seq_q % p.heads_q), b = int(row_id / (i64(p.seq_q) * p.heads_q));
     OutT* dst = reinterpret_cast<OutT*>(p.o) + b * p.o_stride_b + ps * p.o_stride_s + hq * p.o_stride_h;
+#endif
 #pragma unroll
     for (int i = 0; i < D / 32; ++i) dst[lane + 32 * i] = from_float<OutT>(sum == 0.f ? 0.f : acc[i] / sum);
     if (p.lse && lane == 0) p.lse[row_id] = sum == 0.f ? -SDPA_INF : ms + __logf(sum);

@@ -60,10 +60,12 @@ pub fn rows_per_work(spec: &KernelSpec) -> u64 {
 ///   heaviest first inside a section; else `m_block = t % m_blocks`,
 ///   `hq = t / m_blocks % heads_q`, `b = t / (m_blocks · heads_q)`);
 ///
-/// Variable-length batches (portable family, not the stream: runtime/varlen.rs) launch these
-/// grids over `shape` = the sequences as the batch and the longest lengths as `seq_q` and
-/// `seq_kv`; a work tile past its sequence's query count exits (portable.cu's varlen_view),
-/// and causal sections are sized by the longest sequence's keys.
+/// Variable-length batches (portable family, not the stream, and decode family:
+/// runtime/varlen.rs) launch these grids over `shape` = the sequences as the batch and the
+/// longest lengths as `seq_q` and `seq_kv`; a work tile past its sequence's query count exits
+/// (portable.cu's varlen_view, decode.cu's row blocks), a decode split past its sequence's
+/// keys writes a -inf partial LSE and exits, and causal sections are sized by the longest
+/// sequence's keys.
 pub fn grid(spec: &KernelSpec, shape: &AttnShape, sm_count: u32, l2_bytes: u64) -> [u64; 3] {
     let v = &spec.variant;
     if v.family == Family::Decode {

@@ -207,6 +207,15 @@ pub fn decode_default(arch: Arch, precision: Precision, head_dim: u32) -> Varian
     }
 }
 
+/// The decode family's variant for a variable-length call that dispatch sends to it
+/// (`runtime::varlen_decode`: decode-shaped, contiguous or paged K/V): [`decode_default`]
+/// where the decode family serves the precision (fp16/bf16 Q with 16-bit or E4M3 K/V), else
+/// `None`. Tuned tables are not consulted (their buckets were measured on dense batches); not
+/// yet measured for speed on varlen batches.
+pub fn decode_varlen_default(arch: Arch, precision: Precision, head_dim: u32) -> Option<Variant> {
+    decode_precisions(precision, head_dim).then(|| decode_default(arch, precision, head_dim))
+}
+
 fn decode_precisions(p: Precision, _: u32) -> bool {
     matches!(
         p,

@@ -36,10 +36,10 @@ pub struct SdpaParams {
     pub kv_descale_stride_b: i32,
     pub scale: f32,
     pub scale_log2: f32,
-    /// Variable-length batches (the portable kernels' varlen mode): i32 `[batch + 1]` token
-    /// offsets into Q/O; 0 for dense calls.
+    /// Variable-length batches (the portable and decode kernels' varlen modes): i32
+    /// `[batch + 1]` token offsets into Q/O; 0 for dense calls.
     pub cu_seqlens_q: u64,
-    /// i32 `[batch + 1]` token offsets into K/V (varlen), else 0.
+    /// i32 `[batch + 1]` token offsets into K/V (varlen), else 0 (also for a paged cache).
     pub cu_seqlens_k: u64,
     /// Tokens of the packed Q/O (varlen), else 0.
     pub total_q: i32,

@@ -59,6 +59,10 @@ impl Drop for Scratch {
 /// Launches `spec` (a decode-family kernel) for `shape`, whose `seq_kv` is the longest
 /// sequence. `params` is the validated parameter block of the call. Returns the main
 /// kernel's launch (the merge, with more than one split, follows it on the stream).
+///
+/// A variable-length call (`params.cu_seqlens_q` set; `kernel` is then decode.cu's
+/// `SDPA_VARLEN` module) has `shape` = the sequences as the batch and the longest lengths,
+/// and its partials and merge rows are `[heads_q, total_q]`.
 pub(crate) fn launch(
     stream: &CudaStream,
     kernel: &LoadedKernel,
@@ -76,7 +80,12 @@ pub(crate) fn launch(
              at most 65535); split the batch"
         )));
     }
-    let rows = shape.batch * shape.heads_q * shape.seq_q;
+    // Rows of O and of the LSE: packed tokens of a varlen call, else the dense batch's.
+    let rows = if params.cu_seqlens_q != 0 {
+        shape.heads_q * params.total_q as usize
+    } else {
+        shape.batch * shape.heads_q * shape.seq_q
+    };
     let (o_part, lse_part) = if split.splits > 1 {
         let n = split.splits as usize * rows;
         (

@@ -11,9 +11,10 @@ pub mod tensor;
 pub mod tma;
 pub mod validate;
 pub mod varlen;
+pub mod varlen_decode;
 
 pub use attention::{Attention, CallOptions, Descale, KernelChoice, Launched};
 pub use device::{Device, DeviceInfo, LoadedKernel};
-pub use paged::{PagedAttention, PagedKv};
+pub use paged::{PagedAttention, PagedAttentionVarlen, PagedKv};
 pub use tensor::{IdxRef, TensorDesc, TensorMut, TensorRef, VecMut, VecRef};
 pub use varlen::AttentionVarlen;

@@ -3,6 +3,12 @@
 //! pages in a block table `[batch, max_pages]`, with its own key count in `seqlens_k`. The
 //! decode family serves it (any query length; built for few query rows per kv-head).
 //!
+//! Two calls: [`PagedAttention`], whose queries are `[batch, seq_q, heads_q, dim]` (every
+//! sequence the same number of new tokens), and [`PagedAttentionVarlen`], whose queries are
+//! packed `[total_q, heads_q, dim]` with `cu_seqlens_q` (FlashAttention's varlen convention),
+//! so that one call serves sequences with different query counts (one decode token for some,
+//! a few speculative tokens for others) and different cache lengths.
+//!
 //! ```no_run
 //! # fn main() -> fp8_sdpa::Result<()> {
 //! use fp8_sdpa::runtime::{CallOptions, Device, IdxRef, PagedAttention, PagedKv, TensorMut, TensorRef};
@@ -42,7 +48,10 @@ use super::attention::{
 use super::decode::{self, PagedArgs};
 use super::device::Device;
 use super::tensor::{IdxRef, TensorMut, TensorRef, VecMut};
-use super::validate::{check_page_table, validate_paged, CallDesc, PagedDesc};
+use super::validate::{
+    check_cu_seqlens_q, check_page_table, validate_paged, validate_paged_varlen, CallDesc,
+    PagedDesc, VarlenDesc,
+};
 use crate::dispatch;
 use crate::error::{Error, Result};
 use crate::problem::AttnParams;
@@ -105,7 +114,175 @@ impl PagedAttention<'_> {
     }
 }
 
+/// One attention call over a paged cache whose queries are a variable-length batch: sequence
+/// b is the packed query tokens `cu_seqlens_q[b]..cu_seqlens_q[b + 1]` against its
+/// `seqlens_k[b]` keys in the pages its block-table row lists.
+///
+/// ```no_run
+/// # fn main() -> fp8_sdpa::Result<()> {
+/// use fp8_sdpa::runtime::{CallOptions, Device, IdxRef, PagedAttentionVarlen, PagedKv, TensorMut, TensorRef};
+/// use fp8_sdpa::{AttnParams, DType, Layout};
+/// let dev = Device::open(0)?;
+/// let stream = dev.new_stream()?;
+/// let (heads_q, heads_kv, dim, page_size, pages, max_pages) = (32, 8, 128, 64, 24, 8);
+/// // Three sequences: one decode token over 300 cached keys, 4 speculative tokens over 17,
+/// // one token over 512.
+/// let (cu_q, lens, total_q) = ([0i32, 1, 5, 6], [300i32, 17, 512], 6);
+/// let q = stream.alloc_zeros::<u16>(total_q * heads_q * dim).unwrap(); // f16 bits
+/// let k = stream.alloc_zeros::<u16>(pages * page_size * heads_kv * dim).unwrap();
+/// let v = stream.alloc_zeros::<u16>(pages * page_size * heads_kv * dim).unwrap();
+/// let table = stream.clone_htod(&(0..(3 * max_pages) as i32).collect::<Vec<_>>()).unwrap();
+/// let cu_q = stream.clone_htod(&cu_q).unwrap();
+/// let lens = stream.clone_htod(&lens).unwrap();
+/// let mut o = stream.alloc_zeros::<u16>(total_q * heads_q * dim).unwrap();
+/// let pool = [pages, page_size, heads_kv, dim];
+/// let call = PagedAttentionVarlen {
+///     q: TensorRef::packed(&q, &stream, DType::F16, [total_q, heads_q, dim])?,
+///     kv: PagedKv {
+///         k_cache: TensorRef::contiguous(&k, &stream, DType::F16, pool, Layout::Bshd)?,
+///         v_cache: TensorRef::contiguous(&v, &stream, DType::F16, pool, Layout::Bshd)?,
+///         block_table: IdxRef::new(&table, &stream),
+///         max_pages,
+///         seqlens_k: IdxRef::new(&lens, &stream),
+///     },
+///     o: TensorMut::packed(&mut o, &stream, DType::F16, [total_q, heads_q, dim])?,
+///     lse: None,
+///     cu_seqlens_q: IdxRef::new(&cu_q, &stream),
+///     max_seqlen_q: 4,
+///     k_descale: None,
+///     v_descale: None,
+///     params: AttnParams::default_for(dim, true),
+/// };
+/// dev.paged_attention_varlen(&stream, &call, CallOptions::default())?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct PagedAttentionVarlen<'a> {
+    /// Query, packed `[total_q, heads_q, dim]` ([`TensorRef::packed`]), fp16 or bf16.
+    pub q: TensorRef<'a>,
+    /// The cache: fp16/bf16 like Q, or E4M3 with descales; `block_table` `[batch, max_pages]`
+    /// and `seqlens_k` `[batch]` count the sequences of `cu_seqlens_q`.
+    pub kv: PagedKv<'a>,
+    /// Output, packed like Q ([`TensorMut::packed`]); every token's rows are written.
+    pub o: TensorMut<'a>,
+    /// Optional log-sum-exp output, fp32 `[heads_q, total_q]`, natural log.
+    pub lse: Option<VecMut<'a>>,
+    /// i32 `[batch + 1]`: `0`, then the running total of the sequences' query tokens (the last
+    /// entry is `total_q`).
+    pub cu_seqlens_q: IdxRef<'a>,
+    /// The longest sequence's query tokens.
+    pub max_seqlen_q: usize,
+    /// Descale of E4M3 K: per kv-head, or per (sequence, kv-head).
+    pub k_descale: Option<Descale<'a>>,
+    /// Descale of E4M3 V.
+    pub v_descale: Option<Descale<'a>>,
+    /// Scale and mask (causal aligns each sequence bottom-right: query i of a sequence with
+    /// n_q queries and n_k keys sees key j iff j <= i + n_k - n_q).
+    pub params: AttnParams,
+}
+
+impl PagedAttentionVarlen<'_> {
+    /// The validation view of this call (K and V are the page pools; the [`VarlenDesc`] has
+    /// no `cu_seqlens_k`).
+    pub fn describe(&self) -> (CallDesc, PagedDesc, VarlenDesc) {
+        (
+            CallDesc {
+                q: self.q.desc,
+                k: self.kv.k_cache.desc,
+                v: self.kv.v_cache.desc,
+                o: self.o.desc,
+                lse: self.lse.as_ref().map(|l| (l.ptr, l.len)),
+                descales: [None, desc(&self.k_descale), desc(&self.v_descale)],
+                params: self.params,
+            },
+            PagedDesc {
+                block_table: (self.kv.block_table.ptr, self.kv.block_table.len),
+                max_pages: self.kv.max_pages,
+                seqlens_k: (self.kv.seqlens_k.ptr, self.kv.seqlens_k.len),
+            },
+            VarlenDesc {
+                cu_seqlens_q: (self.cu_seqlens_q.ptr, self.cu_seqlens_q.len),
+                cu_seqlens_k: (0, 0),
+                max_seqlen_q: self.max_seqlen_q,
+                max_seqlen_k: 0,
+            },
+        )
+    }
+}
+
 impl Device {
+    /// Validates `a`, then launches the decode family's varlen mode over the paged cache on
+    /// `stream` ([`super::varlen_decode`]): the caller's decode variant, or the decode
+    /// default (tuned tables are not consulted).
+    ///
+    /// With `opts.check_descales` (the default) the descales, `cu_seqlens_q`, the block table
+    /// and the sequence lengths are read back and checked first (a stream synchronization):
+    /// the offsets start at 0, never decrease, end at Q's token count, and no sequence has
+    /// more than `max_seqlen_q` queries; every length fits the table and every page a sequence
+    /// uses is a page of the caches; each mistake is an [`Error::InvalidInput`] naming the
+    /// entry. With the check off, the kernel clamps the offsets to the packed Q and O and each
+    /// length to the table's capacity (the table's entries themselves are trusted, as in
+    /// [`Device::paged_attention`]).
+    pub fn paged_attention_varlen(
+        &self,
+        stream: &CudaStream,
+        a: &PagedAttentionVarlen<'_>,
+        opts: CallOptions,
+    ) -> Result<Launched> {
+        let (call, paged, vl) = a.describe();
+        let v = validate_paged_varlen(&call, &paged, vl.cu_seqlens_q, vl.max_seqlen_q)?;
+        let page_size = call.k.shape[1];
+        if opts.check_descales {
+            let none = None;
+            check_descales(
+                stream,
+                [("Q", &none), ("K", &a.k_descale), ("V", &a.v_descale)],
+            )?;
+            let cu_q = read_back::<i32>(
+                stream,
+                vl.cu_seqlens_q.0,
+                vl.cu_seqlens_q.1,
+                "reading cu_seqlens_q back",
+            )?;
+            check_cu_seqlens_q(&cu_q, call.q.shape[1], vl.max_seqlen_q)?;
+            let table = read_back::<i32>(
+                stream,
+                paged.block_table.0,
+                paged.block_table.1,
+                "reading the block table back",
+            )?;
+            let lens = read_back::<i32>(
+                stream,
+                paged.seqlens_k.0,
+                paged.seqlens_k.1,
+                "reading seqlens_k back",
+            )?;
+            check_page_table(&table, &lens, paged.max_pages, page_size, call.k.shape[0])?;
+        }
+        let arch = self.info().arch;
+        let variant = super::varlen_decode::choose_paged(
+            arch,
+            v.precision,
+            v.shape.head_dim as u32,
+            opts.kernel,
+        )?;
+        self.launch_varlen_decode(
+            stream,
+            &call,
+            &v,
+            [&None, &a.k_descale, &a.v_descale],
+            variant,
+            &vl,
+            Some(PagedArgs {
+                block_table: paged.block_table.0,
+                seqlens_k: paged.seqlens_k.0,
+                max_pages: paged.max_pages as i32,
+                page_size: page_size as i32,
+            }),
+            opts.usable_sms(self.info().sm_count),
+        )
+    }
+
     /// Validates `a`, then launches the decode family over the paged cache on `stream`.
     /// With `opts.check_descales` (the default) the descales, the block table and the
     /// sequence lengths are read back and checked first (a stream synchronization); turn it

@@ -168,6 +168,29 @@ pub fn validate_varlen(c: &CallDesc, varlen: &VarlenDesc) -> Result<Validated> {
     validate_kv(c, None, Some(varlen))
 }
 
+/// Checks a paged call whose queries are a variable-length batch
+/// ([`super::PagedAttentionVarlen`]): Q and O packed `[total_q, heads_q, dim]` with
+/// `cu_seqlens_q` (address and length, i32 `[batch + 1]`) and `max_seqlen_q`, `c.k` and `c.v`
+/// the page pools, the block table `[batch, max_pages]` and `seqlens_k` `[batch]` counted in
+/// sequences. The offsets are not read (that needs the device: [`check_cu_seqlens_q`]). The
+/// shape's batch is the sequence count, `seq_q` the longest sequence's queries, `seq_kv` the
+/// table's capacity; descales are per kv head or per (sequence, kv head).
+pub fn validate_paged_varlen(
+    c: &CallDesc,
+    paged: &PagedDesc,
+    cu_seqlens_q: (u64, usize),
+    max_seqlen_q: usize,
+) -> Result<Validated> {
+    let vl = VarlenDesc {
+        cu_seqlens_q,
+        // Paged: the keys come from the block table and seqlens_k.
+        cu_seqlens_k: (0, 0),
+        max_seqlen_q,
+        max_seqlen_k: 0,
+    };
+    validate_kv(c, Some(paged), Some(&vl))
+}
+
 fn validate_kv(
     c: &CallDesc,
     paged: Option<&PagedDesc>,
@@ -204,9 +227,11 @@ fn validate_kv(
     check_tensor_limits(kn, k, paged.is_none())?;
     check_tensor_limits(vn, v, paged.is_none())?;
     if let Some(vl) = varlen {
-        check_varlen(c, vl)?;
+        check_varlen(c, vl, paged.is_some())?;
     }
     let [mut batch, mut seq_q, heads_q, d] = q.shape;
+    // The block table and seqlens_k count sequences: a varlen call's, else Q's batch.
+    let seqs = varlen.map_or(batch, VarlenDesc::batch);
     let [kb, mut seq_kv, heads_kv, kd] = k.shape;
     // Packed tensors hold every token; the LSE is [heads_q, total_q] either way.
     let lse_need = batch * heads_q * seq_q;
@@ -236,16 +261,16 @@ fn validate_kv(
                     PAGE_SIZES.end()
                 ));
             }
-            if p.max_pages == 0 || p.block_table.1 != batch * p.max_pages {
+            if p.max_pages == 0 || p.block_table.1 != seqs * p.max_pages {
                 return bad(format!(
-                    "the block table holds {} entries but needs batch x max_pages = {batch} x {} \
+                    "the block table holds {} entries but needs batch x max_pages = {seqs} x {} \
                      (max_pages >= 1)",
                     p.block_table.1, p.max_pages
                 ));
             }
-            if p.seqlens_k.1 != batch {
+            if p.seqlens_k.1 != seqs {
                 return bad(format!(
-                    "seqlens_k holds {} entries but needs one per sequence ({batch})",
+                    "seqlens_k holds {} entries but needs one per sequence ({seqs})",
                     p.seqlens_k.1
                 ));
             }
@@ -308,12 +333,15 @@ fn validate_kv(
         }
     }
     if let Some(vl) = varlen {
-        // The sequences are the batch, and the grid covers the longest (checked above).
-        (batch, seq_q, seq_kv) = (vl.batch(), vl.max_seqlen_q, vl.max_seqlen_k);
-        for (n, (ptr, len)) in [
-            ("cu_seqlens_q", vl.cu_seqlens_q),
-            ("cu_seqlens_k", vl.cu_seqlens_k),
-        ] {
+        // The sequences are the batch, and the grid covers the longest (checked above); a
+        // paged cache keeps its capacity as seq_kv and has no cu_seqlens_k.
+        (batch, seq_q) = (vl.batch(), vl.max_seqlen_q);
+        let mut offsets = vec![("cu_seqlens_q", vl.cu_seqlens_q)];
+        if paged.is_none() {
+            seq_kv = vl.max_seqlen_k;
+            offsets.push(("cu_seqlens_k", vl.cu_seqlens_k));
+        }
+        for (n, (ptr, len)) in offsets {
             let t = (ptr, ptr + 4 * len as u64);
             let lse = c.lse.map(|(l, n)| (l, l + 4 * n as u64));
             if overlaps(o_span, t) || lse.is_some_and(|l| overlaps(l, t)) {
@@ -383,9 +411,11 @@ fn validate_kv(
 }
 
 /// The host-side checks of a variable-length call: packed tensors, `batch + 1` offsets in
-/// each array, the stated maximum lengths within the tensors, launch limits.
-fn check_varlen(c: &CallDesc, vl: &VarlenDesc) -> Result<()> {
-    for (n, t) in [("Q", &c.q), ("K", &c.k), ("V", &c.v), ("O", &c.o)] {
+/// each array, the stated maximum lengths within the tensors, launch limits. `paged`: K and
+/// V are page pools, and only the queries are packed (no `cu_seqlens_k`).
+fn check_varlen(c: &CallDesc, vl: &VarlenDesc, paged: bool) -> Result<()> {
+    let packed = [("Q", &c.q), ("O", &c.o), ("K", &c.k), ("V", &c.v)];
+    for (n, t) in &packed[..if paged { 2 } else { 4 }] {
         if t.shape[0] != 1 {
             return bad(format!(
                 "{n} of a variable-length call is packed [total_tokens, heads, dim], so its \
@@ -396,7 +426,13 @@ fn check_varlen(c: &CallDesc, vl: &VarlenDesc) -> Result<()> {
         }
     }
     let (nq, nk) = (vl.cu_seqlens_q.1, vl.cu_seqlens_k.1);
-    if nq < 2 || nk != nq {
+    if paged && nq < 2 {
+        return bad(format!(
+            "cu_seqlens_q holds {nq} offsets; it needs batch + 1 >= 2 (one more than the \
+             sequences, starting at 0)"
+        ));
+    }
+    if !paged && (nq < 2 || nk != nq) {
         return bad(format!(
             "cu_seqlens_q holds {nq} offsets and cu_seqlens_k {nk}; both need batch + 1 >= 2 \
              (one more than the sequences, starting at 0)"
@@ -409,7 +445,12 @@ fn check_varlen(c: &CallDesc, vl: &VarlenDesc) -> Result<()> {
         ));
     }
     if !vl.cu_seqlens_q.0.is_multiple_of(4) || !vl.cu_seqlens_k.0.is_multiple_of(4) {
-        return bad("cu_seqlens_q and cu_seqlens_k must be 4-byte aligned i32 arrays".into());
+        let arrays = if paged {
+            "cu_seqlens_q"
+        } else {
+            "cu_seqlens_q and cu_seqlens_k"
+        };
+        return bad(format!("{arrays} must be 4-byte aligned i32 arrays"));
     }
     let (total_q, total_k) = (c.q.shape[1], c.k.shape[1]);
     if vl.max_seqlen_q == 0 || vl.max_seqlen_q > total_q {
@@ -419,7 +460,7 @@ fn check_varlen(c: &CallDesc, vl: &VarlenDesc) -> Result<()> {
             vl.max_seqlen_q
         ));
     }
-    if vl.max_seqlen_k > total_k {
+    if !paged && vl.max_seqlen_k > total_k {
         return bad(format!(
             "max_seqlen_k = {} exceeds K's {total_k} tokens: pass the longest sequence's key \
              count",
@@ -438,52 +479,65 @@ pub fn check_cu_seqlens(
     [total_q, total_k]: [usize; 2],
     [max_q, max_k]: [usize; 2],
 ) -> Result<(usize, usize)> {
-    let mut longest = [0usize; 2];
-    for (i, (name, cu, total, max, tensor)) in [
-        ("cu_seqlens_q", cu_q, total_q, max_q, "Q"),
-        ("cu_seqlens_k", cu_k, total_k, max_k, "K"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let side = if i == 0 { "q" } else { "k" };
-        match cu.first() {
-            None => return bad(format!("{name} is empty; it needs batch + 1 offsets")),
-            Some(&first) if first != 0 => {
-                return bad(format!("{name}[0] = {first}; the offsets start at 0"));
-            }
-            Some(_) => {}
+    Ok((
+        check_offsets("cu_seqlens_q", cu_q, total_q, max_q, "Q", "q")?,
+        check_offsets("cu_seqlens_k", cu_k, total_k, max_k, "K", "k")?,
+    ))
+}
+
+/// [`check_cu_seqlens`] for the query offsets alone (a paged cache's keys come from its
+/// block table and `seqlens_k`: [`check_page_table`]). Returns the longest query length.
+pub fn check_cu_seqlens_q(cu_q: &[i32], total_q: usize, max_q: usize) -> Result<usize> {
+    check_offsets("cu_seqlens_q", cu_q, total_q, max_q, "Q", "q")
+}
+
+/// One offset array (`name`, into `tensor` of `total` tokens, sequences of at most `max`
+/// tokens; `side` names max_seqlen_{side}). Returns the longest sequence.
+fn check_offsets(
+    name: &str,
+    cu: &[i32],
+    total: usize,
+    max: usize,
+    tensor: &str,
+    side: &str,
+) -> Result<usize> {
+    let mut longest = 0usize;
+    match cu.first() {
+        None => return bad(format!("{name} is empty; it needs batch + 1 offsets")),
+        Some(&first) if first != 0 => {
+            return bad(format!("{name}[0] = {first}; the offsets start at 0"));
         }
-        for (b, w) in cu.windows(2).enumerate() {
-            if w[1] < w[0] {
-                return bad(format!(
-                    "{name}[{}] = {} < {name}[{b}] = {}: sequence {b} would have a negative \
-                     length; the offsets must not decrease",
-                    b + 1,
-                    w[1],
-                    w[0]
-                ));
-            }
-            let len = (w[1] - w[0]) as usize;
-            if len > max {
-                return bad(format!(
-                    "sequence {b} has {len} tokens ({name}[{}] - {name}[{b}]), more than \
-                     max_seqlen_{side} = {max}; pass the longest sequence's length",
-                    b + 1
-                ));
-            }
-            longest[i] = longest[i].max(len);
-        }
-        let last = cu[cu.len() - 1];
-        if last < 0 || last as usize != total {
+        Some(_) => {}
+    }
+    for (b, w) in cu.windows(2).enumerate() {
+        if w[1] < w[0] {
             return bad(format!(
-                "{name}[{}] = {last} but {tensor} holds {total} tokens; the last offset is the \
-                 packed tensor's token count",
-                cu.len() - 1
+                "{name}[{}] = {} < {name}[{b}] = {}: sequence {b} would have a negative \
+                 length; the offsets must not decrease",
+                b + 1,
+                w[1],
+                w[0]
             ));
         }
+        let len = (w[1] - w[0]) as usize;
+        if len > max {
+            return bad(format!(
+                "sequence {b} has {len} tokens ({name}[{}] - {name}[{b}]), more than \
+                 max_seqlen_{side} = {max}; pass the longest sequence's length",
+                b + 1
+            ));
+        }
+        longest = longest.max(len);
     }
-    Ok((longest[0], longest[1]))
+    let last = cu[cu.len() - 1];
+    if last < 0 || last as usize != total {
+        return bad(format!(
+            "{name}[{}] = {last} but {tensor} holds {total} tokens; the last offset is the \
+             packed tensor's token count",
+            cu.len() - 1
+        ));
+    }
+    Ok(longest)
 }
 
 /// Checks a paged cache's block table (`[batch, max_pages]`) and sequence lengths read back
@@ -912,6 +966,91 @@ mod tests {
             e(&[0, 10, 10, 50], &[0, 5, 65, 71]).contains("cu_seqlens_k[3] = 71 but K holds 70")
         );
         assert!(e(&[], &[0]).contains("cu_seqlens_q is empty"));
+    }
+
+    /// Packed Q [20, 8, 128] in three sequences against 40 pages of 64 tokens, 5 per sequence.
+    fn paged_varlen_call() -> (CallDesc, PagedDesc, (u64, usize)) {
+        let g = 1 << 30;
+        let (mut c, mut p) = paged_call();
+        c.q = packed(g, DType::F16, [20, 8, 128]);
+        c.o = packed(4 * g, DType::F16, [20, 8, 128]);
+        c.lse = Some((7 * g, 8 * 20));
+        p.block_table = (5 * g, 15);
+        (c, p, (8 * g, 4))
+    }
+
+    #[test]
+    fn a_paged_varlen_call_counts_sequences_not_the_packed_batch() {
+        let (c, p, cu) = paged_varlen_call();
+        let v = validate_paged_varlen(&c, &p, cu, 16).unwrap();
+        // Three sequences, the longest with 16 queries, the table's capacity of keys.
+        assert_eq!(v.shape, AttnShape::new(3, 16, 320, 8, 2, 128));
+        let err = |c: &CallDesc, p: &PagedDesc, cu: (u64, usize), max: usize| {
+            validate_paged_varlen(c, p, cu, max)
+                .unwrap_err()
+                .to_string()
+        };
+        // The table and lengths count cu_seqlens_q's sequences.
+        assert!(err(&c, &p, (8 << 30, 3), 16)
+            .contains("block table holds 15 entries but needs batch x max_pages = 2 x 5"));
+        let mut q = p;
+        q.block_table.1 = 10;
+        q.seqlens_k.1 = 2;
+        assert!(validate_paged_varlen(&c, &q, (8 << 30, 3), 16).is_ok());
+        let mut q = p;
+        q.seqlens_k.1 = 4;
+        assert!(err(&c, &q, cu, 16)
+            .contains("seqlens_k holds 4 entries but needs one per sequence (3)"));
+        // The offsets: batch + 1 >= 2, aligned, and a maximum within Q.
+        assert!(err(&c, &p, (8 << 30, 1), 16).contains("cu_seqlens_q holds 1 offsets"));
+        assert!(err(&c, &p, ((8 << 30) + 2, 4), 16).contains("cu_seqlens_q must be 4-byte aligned"));
+        assert!(err(&c, &p, cu, 0).contains("max_seqlen_q = 0 must be 1..=20"));
+        assert!(err(&c, &p, cu, 21).contains("max_seqlen_q = 21"));
+        // Q and O packed; the caches stay page pools.
+        let mut d = c;
+        d.q = t(1 << 30, DType::F16, [2, 10, 8, 128]);
+        assert!(err(&d, &p, cu, 16).contains("Q of a variable-length call is packed"));
+        let mut d = c;
+        d.lse = Some((7 << 30, 8 * 20 - 1));
+        assert!(err(&d, &p, cu, 16).contains("needs heads_q*total_q = 160"));
+        let mut d = c;
+        d.o.ptr = cu.0;
+        assert!(
+            err(&d, &p, cu, 16).contains("overlaps cu_seqlens_q"),
+            "{}",
+            err(&d, &p, cu, 16)
+        );
+        // E4M3 caches: descales per kv head or per (sequence, kv head).
+        let mut d = c;
+        d.k.dtype = DType::E4m3;
+        d.v.dtype = DType::E4m3;
+        d.k.bytes /= 2;
+        d.v.bytes /= 2;
+        let ds = |len, batch_stride| {
+            Some(DescaleDesc {
+                ptr: 9 << 30,
+                len,
+                batch_stride,
+            })
+        };
+        d.descales = [None, ds(6, 2), ds(2, 0)];
+        assert_eq!(
+            validate_paged_varlen(&d, &p, cu, 16).unwrap().precision,
+            Precision::Fp8KvF16
+        );
+        d.descales = [None, ds(2, 2), ds(2, 0)];
+        assert!(err(&d, &p, cu, 16).contains("K descale has 2 values, expected 6"));
+    }
+
+    #[test]
+    fn query_offsets_alone_are_checked_entry_by_entry() {
+        assert_eq!(check_cu_seqlens_q(&[0, 1, 5, 20], 20, 15).unwrap(), 15);
+        let e = |cu: &[i32], max| check_cu_seqlens_q(cu, 20, max).unwrap_err().to_string();
+        assert!(e(&[0, 1, 5, 20], 14).contains("sequence 2 has 15 tokens"));
+        assert!(e(&[0, 1, 5, 21], 16).contains("cu_seqlens_q[3] = 21 but Q holds 20 tokens"));
+        assert!(e(&[0, 5, 1, 20], 20).contains("cu_seqlens_q[2] = 1 < cu_seqlens_q[1] = 5"));
+        assert!(e(&[2, 5, 20], 20).contains("cu_seqlens_q[0] = 2"));
+        assert!(e(&[], 20).contains("cu_seqlens_q is empty"));
     }
 
     proptest::proptest! {

@@ -8,18 +8,26 @@
 //! `[heads_q, total_q]`, natural log; a query that sees no key (a sequence without keys, or
 //! causal with more queries than keys) gets O = 0 and LSE = -inf.
 //!
-//! The portable family (`mma.sync`, sm_80 and up) and the Hopper family (TMA and `wgmma`,
-//! sm_90a: fp16, bf16, full FP8) read packed sequences (issue 31), each in a compile mode of
-//! its own (`SDPA_VARLEN`, built on the first varlen call; the dense kernels are unchanged by
-//! it). Dispatch takes the Hopper family for fp16/bf16 at D64 and D128 on sm_90a, else the
-//! portable family's non-persistent default ([`crate::kernels::registry::varlen_default`];
-//! tuned tables are not consulted): at D256 and for full FP8 the Hopper kernels' varlen mode
-//! spills a few registers (the sequence bounds), so they run varlen batches only when chosen. The Hopper kernels read each sequence through tensor maps over the
-//! packed tensors and store O from registers (their TMA-store epilogue would write past a
-//! sequence's last row into the next). An explicit variant of another family, or one of the
-//! portable family's persistent decoupled-sync "stream" variants, is an
-//! [`Error::Unsupported`]. `sdpa-lab check` gates the varlen mode of the dispatch defaults
-//! (`--varlen`: of every spec that reads varlen batches).
+//! Three families read packed sequences (issue 31), each in a compile mode of its own
+//! (`SDPA_VARLEN`, built on the first varlen call; the dense kernels are unchanged by it):
+//! - the decode family (decode.cu, sm_80 and up), for decode-shaped calls: under
+//!   [`KernelChoice::Auto`] when [`crate::AttnShape::is_decode`] holds for the sequences as the
+//!   batch and the longest lengths (few query rows per kv head, a cache of 1k keys or more) and
+//!   the precision is fp16/bf16 Q with 16-bit or E4M3 K/V, or when the caller names a decode
+//!   variant (see [`super::varlen_decode`]; it also reads a paged cache with packed queries,
+//!   [`super::PagedAttentionVarlen`]);
+//! - the Hopper family (TMA and `wgmma`, sm_90a: fp16, bf16, full FP8), for the other fp16/bf16
+//!   calls at D64 and D128 on sm_90a; its kernels read each sequence through tensor maps over
+//!   the packed tensors and store O from registers (their TMA-store epilogue would write past a
+//!   sequence's last row into the next). At D256 and in full FP8 their varlen mode spills a few
+//!   registers (the sequence bounds), so they run varlen batches there only when chosen;
+//! - the portable family (`mma.sync`, sm_80 and up), for every other call: dispatch takes its
+//!   non-persistent default for the class
+//!   ([`crate::kernels::registry::varlen_default`]; tuned tables are not consulted).
+//!
+//! An explicit variant of another family, or one of the portable family's persistent
+//! decoupled-sync "stream" variants, is an [`Error::Unsupported`]. `sdpa-lab check` gates the
+//! varlen mode of the dispatch defaults (`--varlen`: of every spec that reads varlen batches).
 //!
 //! ```no_run
 //! # fn main() -> fp8_sdpa::Result<()> {
@@ -124,14 +132,14 @@ impl AttentionVarlen<'_> {
     }
 }
 
-/// Whether `variant` reads variable-length batches: the Hopper family, and the portable
-/// family except its persistent decoupled-sync variants (the stream, whose K/V stream runs
-/// across work tiles).
+/// Whether `variant` reads variable-length batches: the decode family (decode.cu's varlen
+/// mode, runtime/varlen_decode.rs), the Hopper family, and the portable family except its
+/// persistent decoupled-sync variants (the stream, whose K/V stream runs across work tiles).
 pub fn reads_varlen(variant: &Variant) -> bool {
     match variant.family {
-        Family::Hopper => true,
+        Family::Decode | Family::Hopper => true,
         Family::Portable => !(variant.persistent && variant.sync == SyncPolicy::Decoupled),
-        _ => false,
+        Family::Reference => false,
     }
 }
 
@@ -148,9 +156,9 @@ pub fn choose_varlen(
         KernelChoice::Auto => Ok(registry::varlen_default(arch, precision, head_dim, causal)),
         KernelChoice::Variant(v) if reads_varlen(&v) => Ok(v),
         KernelChoice::Variant(v) => Err(Error::Unsupported(format!(
-            "{}: variable-length batches run on the portable and Hopper families only, and \
-             not on the portable family's persistent decoupled-sync (stream) variants, so far \
-             (issue 31); pass a variant such as {} or KernelChoice::Auto",
+            "{}: variable-length batches run on the portable, Hopper and decode families only, \
+             and not on the portable family's persistent decoupled-sync (stream) variants, so \
+             far (issue 31); pass a variant such as {} or KernelChoice::Auto",
             v.key(),
             registry::varlen_default(arch, precision, head_dim, causal).key()
         ))),
@@ -158,8 +166,9 @@ pub fn choose_varlen(
 }
 
 impl Device {
-    /// Validates `a`, picks the kernel (see the module docs: the portable family) and launches
-    /// it on `stream`. Returns once the launch is queued.
+    /// Validates `a`, picks the kernel (see the module docs: the decode family for
+    /// decode-shaped calls, else the portable family) and launches it on `stream`. Returns once
+    /// the launch is queued (with the decode family's merge behind it when the keys are split).
     ///
     /// With `opts.check_descales` (the default) the descales and both offset arrays are read
     /// back and checked first (a stream synchronization): offsets start at 0, never decrease,
@@ -206,6 +215,22 @@ impl Device {
             )?;
         }
         let arch = self.info().arch;
+        // The decode family first (runtime/varlen_decode.rs): decode-shaped calls, or a decode
+        // variant named by the caller.
+        if let Some(variant) =
+            super::varlen_decode::choose(arch, v.precision, &v.shape, a.params.causal, opts.kernel)
+        {
+            return self.launch_varlen_decode(
+                stream,
+                &call,
+                &v,
+                [&a.q_descale, &a.k_descale, &a.v_descale],
+                variant,
+                &vl,
+                None,
+                opts.usable_sms(self.info().sm_count),
+            );
+        }
         let head_dim = v.shape.head_dim as u32;
         let variant = choose_varlen(arch, v.precision, head_dim, a.params.causal, opts.kernel)?;
         let spec = KernelSpec {
@@ -321,18 +346,21 @@ mod tests {
         let persistent: Variant = "portable.m64.n64.w4.s3.b2.ctpe".parse().unwrap();
         let decode: Variant = "decode.m16.n64.w4.s3.b2.cex".parse().unwrap();
         let args = (Arch::Sm90a, Precision::F16, 128, false);
-        for v in [stream, decode, Variant::reference()] {
+        for v in [stream, Variant::reference()] {
             let e = choose_varlen(args.0, args.1, args.2, args.3, KernelChoice::Variant(v));
             match e {
                 Err(Error::Unsupported(m)) => {
                     assert!(
-                        m.contains("portable and Hopper families only") && m.contains(&v.key()),
+                        m.contains("portable, Hopper and decode families only")
+                            && m.contains(&v.key()),
                         "{m}"
                     )
                 }
                 other => panic!("{}: {other:?}", v.key()),
             }
         }
+        // The decode family reads varlen batches (runtime/varlen_decode.rs).
+        assert!(reads_varlen(&decode));
         // The persistent grid without the stream reads varlen batches (portable.cu's run_blocks).
         assert!(reads_varlen(&persistent));
         // So does the Hopper family (round 27), and dispatch takes it on sm_90a.

@@ -5,9 +5,15 @@
 //! with `k_descale`, `v_descale` F32 `[heads_kv]` or `[batch, heads_kv]`), `block_table` I32
 //! `[batch, max_pages]` and `seqlens_k` I32 `[batch]`. The caches keep that order whatever
 //! `--layout` says: the layout is the query's and the output's.
+//!
+//! With `cu_seqlens_q` (I32 `[batch + 1]`) the queries are a variable-length batch: `q` is
+//! packed `[total_q, heads_q, dim]` (3-d, `--layout bshd`), sequence b is its tokens
+//! `cu_seqlens_q[b]..cu_seqlens_q[b + 1]` against its `seqlens_k[b]` cached keys, and the
+//! outputs are packed as a varlen file's (`o` `[total_q, heads_q, dim]`, `lse`
+//! `[heads_q, total_q]`). `cu_seqlens_k` has no place beside a paged cache.
 
 use super::{descale, dims_of, four_d, has, FileDescale, FileTensor};
-use fp8_sdpa::runtime::validate::check_page_table;
+use fp8_sdpa::runtime::validate::{check_cu_seqlens_q, check_page_table};
 use fp8_sdpa::{DType, Layout};
 use safetensors::{Dtype, SafeTensors};
 
@@ -19,8 +25,13 @@ const CACHE_DIMS: &str = "pages, page_size, heads_kv, dim";
 /// A query and a paged KV cache from the file.
 #[derive(Debug, Clone)]
 pub struct PagedFile {
-    /// Query, logical shape `[batch, seq_q, heads_q, dim]`, F16 or BF16.
+    /// Query, logical shape `[batch, seq_q, heads_q, dim]`, F16 or BF16; with `cu_seqlens_q`
+    /// packed, `[1, total_q, heads_q, dim]`.
     pub q: FileTensor,
+    /// Variable-length queries: `[batch + 1]` token offsets into the packed `q`.
+    pub cu_seqlens_q: Option<Vec<i32>>,
+    /// The longest sequence's query tokens (`q`'s `seq_q` without `cu_seqlens_q`).
+    pub max_seqlen_q: usize,
     /// Key pages; `shape` is `[pages, page_size, heads_kv, dim]`.
     pub k_cache: FileTensor,
     /// Value pages, typed and shaped like the key pages.
@@ -47,14 +58,21 @@ fn refuse_mixed(st: &SafeTensors) -> Result<(), String> {
             .join(", ")
     };
     let contiguous = quoted(&["k", "v"]);
-    if contiguous.is_empty() {
-        return Ok(());
+    if !contiguous.is_empty() {
+        return Err(format!(
+            "the file has {contiguous} and {}: give either k and v (contiguous K/V) or k_cache, \
+             v_cache, block_table and seqlens_k (a paged cache), not both",
+            quoted(&NAMES)
+        ));
     }
-    Err(format!(
-        "the file has {contiguous} and {}: give either k and v (contiguous K/V) or k_cache, \
-         v_cache, block_table and seqlens_k (a paged cache), not both",
-        quoted(&NAMES)
-    ))
+    if has(st, "cu_seqlens_k") {
+        return Err(format!(
+            "the file has 'cu_seqlens_k' and {}: a paged cache's keys come from block_table and \
+             seqlens_k; give cu_seqlens_q alone for variable-length queries",
+            quoted(&NAMES)
+        ));
+    }
+    Ok(())
 }
 
 /// One of the caches: 4-d, and of a type the decode kernels read.
@@ -116,7 +134,23 @@ pub(super) fn parse(st: &SafeTensors, layout: Layout) -> Result<PagedFile, Strin
             missing.join(", ")
         ));
     }
-    let q = four_d(st, "q", layout, dims_of(layout))?;
+    // Variable-length queries: packed 3-d q with cu_seqlens_q.
+    let cu_seqlens_q = if has(st, "cu_seqlens_q") {
+        if layout != Layout::Bshd {
+            return Err(
+                "--layout bhsd does not apply to variable-length queries: q and o are packed \
+                 [total_q, heads_q, dim]"
+                    .into(),
+            );
+        }
+        Some(super::varlen::offsets(st, "cu_seqlens_q")?)
+    } else {
+        None
+    };
+    let q = match &cu_seqlens_q {
+        Some(_) => super::varlen::packed(st, "q")?,
+        None => four_d(st, "q", layout, dims_of(layout))?,
+    };
     if !matches!(q.dtype, DType::F16 | DType::Bf16) {
         return Err(format!(
             "'q' is {}; with a paged cache q must be F16 or BF16 (the decode kernels take \
@@ -131,11 +165,23 @@ pub(super) fn parse(st: &SafeTensors, layout: Layout) -> Result<PagedFile, Strin
             k_cache.dtype, k_cache.shape, v_cache.dtype, v_cache.shape
         ));
     }
-    let [batch, _, heads_q, _] = q.shape;
+    let [q_batch, seq_q, heads_q, _] = q.shape;
     let [pages, page_size, heads_kv, _] = k_cache.shape;
-    let expected = format!("[{batch}, max_pages] with max_pages >= 1 (q's batch is {batch})");
+    // Sequences: cu_seqlens_q's, else q's batch.
+    let (batch, max_seqlen_q, whose) = match &cu_seqlens_q {
+        Some(cu) => {
+            // The offsets are data only the file holds: checked here with the library's rules.
+            let max = check_cu_seqlens_q(cu, seq_q, seq_q).map_err(|e| match e {
+                fp8_sdpa::Error::InvalidInput(m) => m,
+                other => other.to_string(),
+            })?;
+            (cu.len() - 1, max, "cu_seqlens_q has")
+        }
+        None => (q_batch, seq_q, "q's batch is"),
+    };
+    let expected = format!("[{batch}, max_pages] with max_pages >= 1 ({whose} {batch})");
     let (table_shape, block_table) = ints(st, "block_table", &[Some(batch), None], &expected)?;
-    let expected = format!("[{batch}], one length per sequence of q");
+    let expected = format!("[{batch}], one length per sequence ({whose} {batch})");
     let (_, seqlens_k) = ints(st, "seqlens_k", &[Some(batch)], &expected)?;
     let max_pages = table_shape[1];
     // The table's values are data only the file holds: check them here, before a GPU is
@@ -154,6 +200,8 @@ pub(super) fn parse(st: &SafeTensors, layout: Layout) -> Result<PagedFile, Strin
     ];
     Ok(PagedFile {
         q,
+        cu_seqlens_q,
+        max_seqlen_q,
         k_cache,
         v_cache,
         block_table,
@@ -397,6 +445,68 @@ mod tests {
         );
     }
 
+    #[test]
+    fn variable_length_queries_are_packed_with_cu_seqlens_q() {
+        // Two sequences: 1 query token over 40 cached keys, 2 over 20.
+        let vl =
+            Build::good()
+                .set("q", Dtype::F16, &[3, 4, 64])
+                .ints("cu_seqlens_q", &[3], &[0, 1, 3]);
+        let p = vl.parse(Layout::Bshd).unwrap();
+        assert_eq!(p.q.shape, [1, 3, 4, 64], "one packed batch");
+        assert_eq!(p.cu_seqlens_q.as_deref(), Some(&[0, 1, 3][..]));
+        assert_eq!(p.max_seqlen_q, 2);
+        let dense = Build::good().parse(Layout::Bshd).unwrap();
+        assert_eq!((dense.cu_seqlens_q, dense.max_seqlen_q), (None, 3));
+        let cases = [
+            (
+                vl.clone().ints("cu_seqlens_q", &[3], &[0, 2, 1]),
+                "cu_seqlens_q[2] = 1 < cu_seqlens_q[1] = 2",
+            ),
+            (
+                vl.clone().ints("cu_seqlens_q", &[3], &[0, 1, 4]),
+                "cu_seqlens_q[2] = 4 but Q holds 3 tokens",
+            ),
+            (
+                vl.clone().ints("cu_seqlens_q", &[4], &[0, 1, 2, 3]),
+                "'block_table' has shape [2, 3]; expected [3, max_pages] with max_pages >= 1 \
+                 (cu_seqlens_q has 3)",
+            ),
+            (
+                vl.clone().set("cu_seqlens_q", Dtype::I64, &[3]),
+                "'cu_seqlens_q' has dtype I64; it must be I32",
+            ),
+            (
+                vl.clone().set("q", Dtype::F16, &[1, 3, 4, 64]),
+                "tensor 'q' has shape [1, 3, 4, 64]",
+            ),
+            (
+                vl.clone().ints("cu_seqlens_k", &[3], &[0, 40, 60]),
+                "a paged cache's keys come from block_table and seqlens_k",
+            ),
+        ];
+        for (b, want) in cases {
+            says(&b.err(), &[want]);
+        }
+        says(
+            &vl.parse(Layout::Bhsd).unwrap_err(),
+            &["--layout bhsd does not apply to variable-length queries"],
+        );
+        // E4M3 caches: descales per kv head, or per (sequence, kv head).
+        let fp8 = vl
+            .set("q", Dtype::BF16, &[3, 4, 64])
+            .set("k_cache", Dtype::F8_E4M3, &[5, 16, 2, 64])
+            .set("v_cache", Dtype::F8_E4M3, &[5, 16, 2, 64])
+            .set("k_descale", Dtype::F32, &[2, 2])
+            .set("v_descale", Dtype::F32, &[2]);
+        let p = fp8.parse(Layout::Bshd).unwrap();
+        assert_eq!(p.descales.map(|d| d.unwrap().batch_stride), [2, 0]);
+        says(
+            &fp8.set("k_descale", Dtype::F32, &[3, 2]).err(),
+            &["'k_descale' has shape [3, 2]; expected [2] or [2, 2]"],
+        );
+    }
+
     proptest! {
         // Fuzz: a valid paged file with mutated bytes never panics.
         #[test]
@@ -408,6 +518,18 @@ mod tests {
                 .set("v_descale", Dtype::F32, &[2])
                 .bytes();
             // Flip header bytes mostly: the data is megabytes of zeros.
+            for (i, b) in flips { let n = f.len(); f[i % n] = b; }
+            f.truncate(f.len().saturating_sub(cut));
+            let _ = parse(&f, Layout::Bshd);
+        }
+
+        // The same with variable-length queries.
+        #[test]
+        fn never_panics_on_mutated_paged_varlen_files(flips in prop::collection::vec((0usize..1000, any::<u8>()), 1..8), cut in 0usize..1000) {
+            let mut f = Build::good()
+                .set("q", Dtype::F16, &[3, 4, 64])
+                .ints("cu_seqlens_q", &[3], &[0, 1, 3])
+                .bytes();
             for (i, b) in flips { let n = f.len(); f[i % n] = b; }
             f.truncate(f.len().saturating_sub(cut));
             let _ = parse(&f, Layout::Bshd);

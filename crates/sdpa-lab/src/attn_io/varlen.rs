@@ -42,7 +42,7 @@ impl VarlenFile {
 }
 
 /// A packed 3-d tensor, as a 4-d one of batch 1.
-fn packed(st: &SafeTensors, name: &str) -> Result<FileTensor, String> {
+pub(super) fn packed(st: &SafeTensors, name: &str) -> Result<FileTensor, String> {
     let t = st.tensor(name).map_err(|_| {
         format!(
             "missing tensor '{name}' (a varlen file has q, k, v, cu_seqlens_q and cu_seqlens_k; \
@@ -67,7 +67,7 @@ fn packed(st: &SafeTensors, name: &str) -> Result<FileTensor, String> {
 }
 
 /// The I32 `[n]` offsets `name`, `n >= 2`.
-fn offsets(st: &SafeTensors, name: &str) -> Result<Vec<i32>, String> {
+pub(super) fn offsets(st: &SafeTensors, name: &str) -> Result<Vec<i32>, String> {
     let t = st.tensor(name).map_err(|_| {
         let other = NAMES.into_iter().find(|n| *n != name).unwrap_or(name);
         format!("'{other}' given without '{name}'; a varlen file needs both (I32 [batch + 1])")

@@ -4,7 +4,7 @@ use crate::attn_io;
 use cudarc::driver::{CudaSlice, CudaStream};
 use fp8_sdpa::runtime::{
     Attention, AttentionVarlen, CallOptions, Descale, Device, IdxRef, KernelChoice, Launched,
-    PagedAttention, PagedKv, TensorMut, TensorRef, VecMut, VecRef,
+    PagedAttention, PagedAttentionVarlen, PagedKv, TensorMut, TensorRef, VecMut, VecRef,
 };
 use fp8_sdpa::{AttnParams, Error, Layout, Precision, Variant};
 use std::path::PathBuf;
@@ -16,16 +16,18 @@ use std::sync::Arc;
 #[command(after_help = format!("{PAGED_HELP}\n\n{VARLEN_HELP}"))]
 pub struct Args {
     /// Input file: q with k, v (and q_descale, k_descale, v_descale for FP8 inputs), or q with
-    /// a paged KV cache (k_cache, v_cache, block_table, seqlens_k), or a variable-length batch
-    /// (packed q, k, v with cu_seqlens_q, cu_seqlens_k); see below.
+    /// a paged KV cache (k_cache, v_cache, block_table, seqlens_k; with cu_seqlens_q and a
+    /// packed 3-d q, variable-length queries), or a variable-length batch (packed q, k, v with
+    /// cu_seqlens_q, cu_seqlens_k); see below.
     #[arg(long)]
     pub inputs: PathBuf,
     /// Output file: tensor o (and lse with --lse).
     #[arg(long)]
     pub out: PathBuf,
     /// Causal mask, aligned bottom-right (FlashAttention's convention); with a paged cache,
-    /// per sequence: query i sees key j iff j <= i + seqlens_k[b] - seq_q; with a varlen
-    /// batch, per sequence of n_q queries and n_k keys: j <= i + n_k - n_q.
+    /// per sequence: query i sees key j iff j <= i + seqlens_k[b] - seq_q (variable-length
+    /// queries: n_q of sequence b in place of seq_q); with a varlen batch, per sequence of n_q
+    /// queries and n_k keys: j <= i + n_k - n_q.
     #[arg(long)]
     pub causal: bool,
     /// Softmax scale (default 1/sqrt(head_dim)).
@@ -37,8 +39,8 @@ pub struct Args {
     pub layout: Layout,
     /// Kernel variant: a key (`portable.m128.n32.w4.s2.b2.ctelx`) or the Variant as JSON
     /// (default: the shipped default for the problem). A paged cache takes decode variants
-    /// only (`decode.m16.n32.w2.s4.b4.cex`), a varlen batch portable ones (not the persistent
-    /// decoupled-sync `...pedx` streams).
+    /// only (`decode.m16.n32.w2.s4.b4.cex`), a varlen batch portable or decode ones (not the
+    /// persistent decoupled-sync `...pedx` streams).
     #[arg(long)]
     pub variant: Option<String>,
     /// Also write the per-row log-sum-exp as `lse`.
@@ -58,7 +60,13 @@ Paged KV cache: in place of k and v, the input file may hold
                     of page block_table[b][j / page_size]
   seqlens_k         I32 [batch]: keys of each sequence (<= max_pages * page_size)
 with q [batch, seq_q, heads_q, dim] (F16 or BF16) as usual. The decode kernels run it;
-o (and lse) are written as for k and v. page_size is 16..=256.";
+o (and lse) are written as for k and v. page_size is 16..=256.
+Variable-length queries over a paged cache: add
+  cu_seqlens_q      I32 [batch + 1]: sequence b is query tokens cu_seqlens_q[b]..cu_seqlens_q[b + 1]
+with q packed [total_q, heads_q, dim] (3-d, --layout bshd) and block_table, seqlens_k and
+per-sequence descales counting batch sequences: one call for sequences with different query
+counts (1 decode token, a few speculative ones) and cache lengths. Writes o
+[total_q, heads_q, dim] and, with --lse, lse F32 [heads_q, total_q].";
 
 /// The varlen form of the input file, for `--help`.
 const VARLEN_HELP: &str = "\
@@ -70,8 +78,9 @@ Variable-length batch (FlashAttention's varlen convention): the input file may h
 with q_descale, k_descale, v_descale F32 [heads] or [batch, heads] for FP8 inputs. Offsets
 start at 0, never decrease and end at total_q / total_k. Each sequence attends to its own
 keys (--causal: bottom-right per sequence). Writes o [total_q, heads_q, dim] and, with --lse,
-lse F32 [heads_q, total_q]. The Hopper kernels run it on sm_90a for fp16/bf16 at head
-dims 64 and 128, the portable kernels elsewhere.";
+lse F32 [heads_q, total_q]. The decode kernels run decode-shaped batches (few query rows per
+kv head, 1k keys or more in the longest sequence); the others run on the Hopper kernels on
+sm_90a for fp16/bf16 at head dims 64 and 128, else on the portable kernels.";
 
 fn parse_layout(s: &str) -> Result<Layout, String> {
     match s {
@@ -162,6 +171,9 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         attn_io::AttnInput::Varlen(_) => {
             attn_io::write_varlen(&o_host, o_t, [sq, hq, d], a.lse.then_some(&lse_host[..]))
         }
+        attn_io::AttnInput::Paged(p) if p.cu_seqlens_q.is_some() => {
+            attn_io::write_varlen(&o_host, o_t, [sq, hq, d], a.lse.then_some(&lse_host[..]))
+        }
         _ => attn_io::write(
             &o_host,
             o_t,
@@ -174,7 +186,15 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
     std::fs::write(&a.out, out).map_err(Error::io(&a.out))?;
     let kv = match &input {
         attn_io::AttnInput::Contiguous(_) => String::new(),
-        attn_io::AttnInput::Paged(p) => format!(" over a paged cache {:?}", p.k_cache.shape),
+        attn_io::AttnInput::Paged(p) => match &p.cu_seqlens_q {
+            Some(cu) => format!(
+                " in {} sequences (longest {} queries) over a paged cache {:?}",
+                cu.len() - 1,
+                p.max_seqlen_q,
+                p.k_cache.shape
+            ),
+            None => format!(" over a paged cache {:?}", p.k_cache.shape),
+        },
         attn_io::AttnInput::Varlen(v) => format!(
             " in {} sequences (longest {} queries, {} keys)",
             v.batch(),
@@ -255,8 +275,9 @@ fn contiguous(
     Ok(launched)
 }
 
-/// A paged cache through [`Device::paged_attention`] (the decode family; a `--variant` of
-/// another family is the library's error). Waits for the kernel, as [`contiguous`] does.
+/// A paged cache through [`Device::paged_attention`], or with variable-length queries
+/// through [`Device::paged_attention_varlen`] (the decode family; a `--variant` of another
+/// family is the library's error). Waits for the kernel, as [`contiguous`] does.
 fn paged(
     dev: &Device,
     st: &Arc<CudaStream>,
@@ -275,22 +296,40 @@ fn paged(
     let cache = |buf, t: &attn_io::FileTensor| {
         TensorRef::contiguous(buf, st, t.dtype, t.shape, Layout::Bshd)
     };
-    let call = PagedAttention {
-        q: s.q,
-        kv: PagedKv {
-            k_cache: cache(&dk, &p.k_cache)?,
-            v_cache: cache(&dv, &p.v_cache)?,
-            block_table: IdxRef::new(&table, st),
-            max_pages: p.max_pages,
-            seqlens_k: IdxRef::new(&lens, st),
-        },
-        o: s.o,
-        lse: s.lse,
-        k_descale: descale(st, &ds[0], &p.descales[0]),
-        v_descale: descale(st, &ds[1], &p.descales[1]),
-        params: s.params,
+    let kv = PagedKv {
+        k_cache: cache(&dk, &p.k_cache)?,
+        v_cache: cache(&dv, &p.v_cache)?,
+        block_table: IdxRef::new(&table, st),
+        max_pages: p.max_pages,
+        seqlens_k: IdxRef::new(&lens, st),
     };
-    let launched = dev.paged_attention(st, &call, s.opts)?;
+    let launched = if let Some(cu) = &p.cu_seqlens_q {
+        let cu_q = upload(st, cu, "uploading cu_seqlens_q")?;
+        let call = PagedAttentionVarlen {
+            // The packed q as one batch [1, total_q, heads_q, dim], as for a varlen file.
+            q: s.q,
+            kv,
+            o: s.o,
+            lse: s.lse,
+            cu_seqlens_q: IdxRef::new(&cu_q, st),
+            max_seqlen_q: p.max_seqlen_q,
+            k_descale: descale(st, &ds[0], &p.descales[0]),
+            v_descale: descale(st, &ds[1], &p.descales[1]),
+            params: s.params,
+        };
+        dev.paged_attention_varlen(st, &call, s.opts)?
+    } else {
+        let call = PagedAttention {
+            q: s.q,
+            kv,
+            o: s.o,
+            lse: s.lse,
+            k_descale: descale(st, &ds[0], &p.descales[0]),
+            v_descale: descale(st, &ds[1], &p.descales[1]),
+            params: s.params,
+        };
+        dev.paged_attention(st, &call, s.opts)?
+    };
     st.synchronize()
         .map_err(Error::driver("running attention"))?;
     Ok(launched)

@@ -1,5 +1,6 @@
 //! `sdpa-lab check`: compile every registered spec per arch and apply the resource gates, and
-//! the variable-length mode of the specs varlen calls run by default (portable and Hopper).
+//! the variable-length mode (portable, Hopper and decode families) of the specs varlen calls
+//! run by default.
 
 use fp8_sdpa::compile::{Compiler, Origin};
 use fp8_sdpa::kernels::registry;
@@ -35,7 +36,8 @@ pub struct Args {
     #[arg(long = "variant", value_name = "KEY")]
     pub variants: Vec<String>,
     /// Compile the variable-length mode (`+varlen` rows) of every spec that reads varlen
-    /// batches, not only of those varlen dispatch runs (`registry::varlen_default`).
+    /// batches (portable and decode), not only of those varlen dispatch runs
+    /// (`registry::varlen_default`, `registry::decode_varlen_default`).
     #[arg(long)]
     pub varlen: bool,
 }
@@ -105,12 +107,15 @@ pub fn variant_jobs(
 }
 
 /// The (spec, arch) pairs whose variable-length mode `check` compiles: of `jobs`, the specs
-/// varlen dispatch runs on that arch, or with `all` every spec that reads varlen batches.
+/// varlen dispatch runs on that arch (for decode-shaped calls the decode default, else the
+/// varlen default), or with `all` every spec that reads varlen batches.
 pub fn varlen_jobs(jobs: &[(KernelSpec, Arch)], all: bool) -> Vec<(KernelSpec, Arch)> {
     jobs.iter()
         .filter(|(s, a)| {
             reads_varlen(&s.variant)
                 && (all
+                    || registry::decode_varlen_default(*a, s.precision, s.head_dim)
+                        == Some(s.variant)
                     || registry::varlen_default(*a, s.precision, s.head_dim, s.causal) == s.variant)
         })
         .copied()

@@ -2,15 +2,19 @@
 //! run, over ragged shapes, GQA ratios, causal with Sq < Skv and Sq > Skv, both layouts and
 //! several seeds and input distributions; output and LSE poisoned before each run; every
 //! element checked; inputs checked unchanged. Variable-length batches (packed sequences with
-//! offsets, many short and a few long) on every spec that reads them (the portable family).
-//! Plus the exhaustive FP8 codec checks.
+//! offsets, many short and a few long) on every spec that reads them (the portable and decode
+//! families), and on the decode family decode-shaped varlen batches with contiguous and paged
+//! K/V (rows `+paged` in the JSON: `paged` holds the page size). Plus the exhaustive FP8 codec
+//! checks.
 
 use fp8_sdpa::cases::{
-    decode_verify_shapes, varlen_verify_shapes, verify_shapes, CaseSpec, HostCase, HostVarlenCase,
-    VarlenCaseSpec,
+    decode_varlen_verify_shapes, decode_verify_shapes, varlen_verify_shapes, verify_shapes,
+    CaseSpec, HostCase, HostVarlenCase, VarlenCaseSpec,
 };
 use fp8_sdpa::codec_check;
-use fp8_sdpa::harness::{judge, seeds_gate_applies, DeviceCase, DeviceVarlenCase, Verdict};
+use fp8_sdpa::harness::{
+    judge, seeds_gate_applies, DeviceCase, DevicePagedVarlenCase, DeviceVarlenCase, Verdict,
+};
 use fp8_sdpa::inputs::Distribution;
 use fp8_sdpa::kernels::registry;
 use fp8_sdpa::runtime::varlen::reads_varlen;
@@ -60,6 +64,9 @@ pub struct Row {
     /// The variable-length batch, for those runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub varlen: Option<VarlenCaseSpec>,
+    /// A varlen run over a paged cache: its page size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paged: Option<usize>,
     /// The judgement (absent when the run itself failed).
     pub verdict: Option<Verdict>,
     /// Empty when passed.
@@ -160,13 +167,25 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
         !decode_only || spec.variant.family == Family::Decode
     };
     let seeds = if a.quick { a.seeds.min(2) } else { a.seeds };
-    let varlen_shapes = varlen_verify_shapes(a.quick);
+    // (lens, heads_q, heads_kv, decode family only); the decode family's run both contiguous
+    // and paged.
+    let varlen_shapes: Vec<_> = varlen_verify_shapes(a.quick)
+        .into_iter()
+        .map(|(l, hq, hkv)| (l, hq, hkv, false))
+        .chain(
+            decode_varlen_verify_shapes(a.quick)
+                .into_iter()
+                .map(|(l, hq, hkv)| (l, hq, hkv, true)),
+        )
+        .collect();
     let total: u64 = groups
         .values()
         .flat_map(|(_, g)| g.iter())
         .map(|s| {
-            let varlen = if reads_varlen(&s.variant) {
-                varlen_shapes.len()
+            let varlen = if s.variant.family == Family::Decode {
+                varlen_shapes.len() + decode_varlen_verify_shapes(a.quick).len()
+            } else if reads_varlen(&s.variant) {
+                varlen_shapes.iter().filter(|v| !v.3).count()
             } else {
                 0
             };
@@ -237,6 +256,7 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
                                 spec: spec.key(),
                                 case,
                                 varlen: None,
+                                paged: None,
                                 failures: v.failures.clone(),
                                 verdict: Some(v),
                             }
@@ -245,6 +265,7 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
                             spec: spec.key(),
                             case,
                             varlen: None,
+                            paged: None,
                             verdict: None,
                             failures: vec![format!("run failed: {e}")],
                         },
@@ -268,7 +289,15 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
         if specs.is_empty() {
             continue;
         }
-        for (si, (lens, heads_q, heads_kv)) in varlen_shapes.iter().enumerate() {
+        for (si, (lens, heads_q, heads_kv, decode_only)) in varlen_shapes.iter().enumerate() {
+            let specs: Vec<&KernelSpec> = specs
+                .iter()
+                .copied()
+                .filter(|s| !decode_only || s.variant.family == Family::Decode)
+                .collect();
+            if specs.is_empty() {
+                continue;
+            }
             for seed in 0..seeds {
                 let case = VarlenCaseSpec {
                     shape: VarlenShape::from_lens(lens, *heads_q, *heads_kv, *d as usize),
@@ -286,7 +315,10 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
                     heads_q,
                     heads_kv
                 ));
-                runs.extend(verify_varlen(&dev, &stream, &case, &specs, &bar)?);
+                // Decode-shaped batches also run paged on the decode family (pages of 16, 48 and
+                // 256 tokens in turn).
+                let paged = decode_only.then_some([16, 48, 256][(si + seed as usize) % 3]);
+                runs.extend(verify_varlen(&dev, &stream, &case, &specs, paged, &bar)?);
             }
         }
     }
@@ -303,18 +335,26 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
     })
 }
 
-/// One variable-length case on `specs`: built, referenced and uploaded once.
+/// One variable-length case on `specs`: built, referenced and uploaded once; with `paged`
+/// (a page size) run again over a paged cache on the decode specs.
 fn verify_varlen(
     dev: &fp8_sdpa::runtime::Device,
     stream: &std::sync::Arc<cudarc::driver::CudaStream>,
     case: &VarlenCaseSpec,
     specs: &[&KernelSpec],
+    paged: Option<usize>,
     bar: &ProgressBar,
 ) -> fp8_sdpa::Result<Vec<Row>> {
     let host = HostVarlenCase::build(case.clone())?;
     let params = AttnParams::default_for(case.shape.head_dim, case.causal);
     let ref_deq = host.reference_dequantized(params.scale as f64)?;
     let mut dcase = DeviceVarlenCase::upload(stream, &host)?;
+    let mut pcase = match paged {
+        Some(page_size) => Some(DevicePagedVarlenCase::upload(
+            stream, &host, page_size, case.seed,
+        )?),
+        None => None,
+    };
     let mut rows = Vec::new();
     for spec in specs {
         let opts = CallOptions {
@@ -322,31 +362,48 @@ fn verify_varlen(
             check_descales: true,
             ..CallOptions::default()
         };
-        let (verdict, failures) = match dcase.run(dev, stream, &host, params, opts) {
-            Ok(out) => {
-                let unchanged = dcase.inputs_unchanged(stream, &host)?;
-                // No seeds' gate: rows of short sequences see few keys (see seeds_gate_applies).
-                let v = judge(case.precision, &out, &ref_deq, None, false, unchanged)?;
-                (Some(v.clone()), v.failures)
+        let mut push = |run: fp8_sdpa::Result<fp8_sdpa::harness::RunOutput>,
+                        unchanged: &dyn Fn() -> fp8_sdpa::Result<bool>,
+                        page: Option<usize>|
+         -> fp8_sdpa::Result<()> {
+            let (verdict, failures) = match run {
+                Ok(out) => {
+                    // No seeds' gate: rows of short sequences see few keys (see
+                    // seeds_gate_applies).
+                    let v = judge(case.precision, &out, &ref_deq, None, false, unchanged()?)?;
+                    (Some(v.clone()), v.failures)
+                }
+                Err(e) => (None, vec![format!("run failed: {e}")]),
+            };
+            if !failures.is_empty() {
+                bar.println(format!(
+                    "FAIL {} varlen{} {:?}: {}",
+                    spec.key(),
+                    page.map_or(String::new(), |p| format!(" paged ({p}-token pages)")),
+                    case.shape.cu_seqlens_q,
+                    failures.join("; ")
+                ));
             }
-            Err(e) => (None, vec![format!("run failed: {e}")]),
+            rows.push(Row {
+                spec: spec.key(),
+                case: case.launch_case(),
+                varlen: Some(case.clone()),
+                paged: page,
+                verdict,
+                failures,
+            });
+            bar.inc(1);
+            Ok(())
         };
-        if !failures.is_empty() {
-            bar.println(format!(
-                "FAIL {} varlen {:?}: {}",
-                spec.key(),
-                case.shape.cu_seqlens_q,
-                failures.join("; ")
-            ));
+        let run = dcase.run(dev, stream, &host, params, opts);
+        push(run, &|| dcase.inputs_unchanged(stream, &host), None)?;
+        if let Some(p) = pcase
+            .as_mut()
+            .filter(|_| spec.variant.family == Family::Decode)
+        {
+            let run = p.run(dev, stream, &host, params, opts);
+            push(run, &|| p.inputs_unchanged(stream, &host), paged)?;
         }
-        rows.push(Row {
-            spec: spec.key(),
-            case: case.launch_case(),
-            varlen: Some(case.clone()),
-            verdict,
-            failures,
-        });
-        bar.inc(1);
     }
     Ok(rows)
 }
