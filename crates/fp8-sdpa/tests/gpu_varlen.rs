@@ -14,7 +14,7 @@ use fp8_sdpa::runtime::{
     AttentionVarlen, CallOptions, Device, IdxRef, KernelChoice, PagedAttentionVarlen, PagedKv,
     TensorMut, TensorRef, VecMut,
 };
-use fp8_sdpa::{AttnParams, DType, Error, KernelSpec, Precision, VarlenShape};
+use fp8_sdpa::{AttnParams, DType, Error, Family, KernelSpec, Precision, VarlenShape};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
