@@ -438,7 +438,7 @@ fn paged_varlen_bad_offsets_and_lengths_are_refused_or_clamped_in_bounds() {
     let bad: [(&[i32], &[i32], String); 4] = [
         (&[0, 1, 5, 20], &[1000, 17, 1], String::new()),
         (
-            &[0, 1, 5, 21],
+            &[0, 1, 6, 21],
             &[1000, 17, 1],
             "cu_seqlens_q[3] = 21 but Q holds 20 tokens".into(),
         ),
