@@ -144,8 +144,9 @@ pub struct Variant {
     /// written before the knob existed, and then off.
     #[serde(default)]
     pub paired_rows: bool,
-    /// Persistent blocks looping over a tile queue (else one block per tile); with decoupled
-    /// sync, one K/V stream per block across its work tiles.
+    /// Persistent blocks looping over a tile queue (else one block per tile). Portable family:
+    /// with decoupled sync only, one K/V stream per block across its work tiles (the
+    /// persistent grid with block or light sync was retired in round 27, issue 32).
     pub persistent: bool,
     /// Intra-warpgroup overlap (hopper): the softmax of one key block runs while the tensor
     /// cores compute P·V of the block before it. Absent in JSON written before the knob
@@ -387,6 +388,12 @@ impl Variant {
                 }
                 if self.stages > 1 && !self.cp_async {
                     return fail("a multi-stage pipeline (stages > 1) needs cp_async".into());
+                }
+                if self.persistent && self.sync != SyncPolicy::Decoupled {
+                    return fail(
+                        "portable persistent blocks are the stream: persistent needs decoupled                          sync (the persistent grid with block or light sync was retired in                          round 27)"
+                            .into(),
+                    );
                 }
                 if self.sync == SyncPolicy::Decoupled
                     && (!self.cp_async || !self.tc_pv || self.stages < 3)
@@ -951,6 +958,7 @@ mod tests {
                 prop_assert!(v.register_budget() >= 8 && v.register_budget() <= 255);
                 if v.family == Family::Portable {
                     prop_assert!(v.stages == 1 || v.cp_async);
+                    prop_assert!(!v.persistent || v.sync == SyncPolicy::Decoupled);
                     prop_assert_eq!(v.tile_m % 16, 0);
                 }
                 if v.family == Family::Reference {

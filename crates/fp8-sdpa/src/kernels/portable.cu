@@ -27,10 +27,10 @@
 // log, NaN in an input propagates to the rows it reaches. The softmax scale is assumed
 // positive (the row max is taken on unscaled scores).
 //
-// Grid (geometry.rs): non-persistent (ceil(seq_q / TILE_M), heads_q, batch), and under causal
-// (heads_q, G, sections · m_blocks) in causal order within sections of G batches (run_role,
-// causal_work_at); persistent (n, 1, 1) blocks striding over tile indices (work_at). All
-// visit the heaviest m-blocks first under causal.
+// Grid (geometry.rs): (ceil(seq_q / TILE_M), heads_q, batch), and under causal
+// (heads_q, G, sections · m_blocks) in causal order within sections of G batches (run_blocks,
+// causal_work_at); the stream (persistent decoupled sync) launches (n, 1, 1) blocks striding
+// over tile indices (work_at). All visit the heaviest m-blocks first under causal.
 //
 // Variable-length batches (SDPA_VARLEN; cu_seqlens_q, abi.cuh): the same grids over the
 // longest sequence; each work tile becomes a dense problem of its own sequence first
@@ -70,6 +70,8 @@ constexpr int R = BM / (16 * CONSUMERS);  // m16 fragments per warp
 constexpr int STAGES = SDPA_STAGES;
 constexpr bool CP_ASYNC = SDPA_CP_ASYNC != 0;
 constexpr bool TC_PV = SDPA_TC_PV != 0;
+// Persistent blocks exist only as the stream (persistent + decoupled sync, below); round 27
+// retired the persistent grid with block or light sync (no default used it).
 constexpr bool PERSISTENT = SDPA_PERSISTENT != 0;
 constexpr bool FAST_EXP = SDPA_FAST_EXP != 0;
 // Sync policy 0 block, 1 light, 2 decoupled (light's step syncs plus no K/V-loop barrier).
@@ -222,6 +224,7 @@ static_assert(!FRAG || ((D <= 128 || R == 1) && TC_PV && CP_ASYNC && SWZ && !DEC
               "fragment decode: D 64 or 128 (256 at 16 rows per warp), tensor-core P·V, cp.async, swizzle, light or block sync");
 static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && TC_PV),
               "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages");
+static_assert(!PERSISTENT || DECOUPLED, "persistent blocks: only the stream (decoupled sync)");
 static_assert(!VARLEN || !STREAM, "variable-length batches: not the stream");
 }  // namespace cfg
 using namespace cfg;
@@ -1094,7 +1097,7 @@ struct SplitDecode {
 };
 
 // The computing warps' side of one work tile.
-__device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Work& w, int& it) {
+__device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Work& w) {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     constexpr int NT = CONSUMERS * 32;
     const Scales sc(p, w);
@@ -1107,7 +1110,6 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
 
     // Prologue: Q (its own cp.async group, the oldest), then the first K/V tiles (0..STAGES-1
     // with the pipelined decode, 0..STAGES-2 otherwise).
-    if constexpr (PERSISTENT) consumer_sync();  // the previous work tile is done with smem
     // Fragment decode loads Q through registers (qperm), after the first K/V copies are issued,
     // so that its loads' latency overlaps theirs (below; its commit group stays, empty).
     if constexpr (!FRAG) load_q<NT>(smem, p, w, tid);
@@ -1177,7 +1179,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     }
 
     const u32 stg = smem_u32(smem + OFF_STG);
-    for (int j = 0; j < w.n_tiles; ++j, ++it) {
+    for (int j = 0; j < w.n_tiles; ++j) {
         int slot;
         if constexpr (DECOUPLED) {
             // DONE[b] completes when every thread has finished the tile in buffer b. Everyone
@@ -1314,16 +1316,13 @@ __device__ __forceinline__ Work causal_work_at(const SdpaParams& p, int t, int m
     return make_work(p, m_blocks - 1 - t / hb, r % p.heads_q, r / p.heads_q);
 }
 
-// Work tile t of a persistent block: m-blocks vary fastest (the blocks of one head run
-// together and share its K/V in L2), heaviest first under causal; the stream under causal
-// takes the causal order.
+// Work tile t of the stream: under causal in the causal order, else m-blocks vary fastest (the
+// blocks of one head run together and share its K/V in L2).
 __device__ __forceinline__ Work work_at(const SdpaParams& p, int t, int m_blocks) {
-    if constexpr (CAUSAL && STREAM) {
+    if constexpr (CAUSAL) {
         return causal_work_at(p, t, m_blocks);
     } else {
-        int mb = t % m_blocks;
-        if constexpr (CAUSAL) mb = m_blocks - 1 - mb;  // heaviest first
-        return make_work(p, mb, (t / m_blocks) % p.heads_q, t / (m_blocks * p.heads_q));
+        return make_work(p, t % m_blocks, (t / m_blocks) % p.heads_q, t / (m_blocks * p.heads_q));
     }
 }
 
@@ -1480,40 +1479,25 @@ __device__ __forceinline__ void consume_stream(u8* smem, const SdpaParams& p) {
     }
 }
 
-// The block's work tiles.
+// The block's work tile. Causal: grid (heads_q, G, sections · m_blocks) over sections of G
+// batches (the last one ragged): section blockIdx.z / m_blocks, its m-blocks heaviest first,
+// and heads and batches fastest (see causal_work_at and geometry.rs).
 __device__ __forceinline__ void run_blocks(u8* smem, const SdpaParams& p) {
     const int m_blocks = (p.seq_q + BM - 1) / BM;
-    int it = 0;  // KV tiles consumed so far by this block: ring slot and barrier phase
-    if constexpr (PERSISTENT) {
-        const int tiles = m_blocks * p.heads_q * p.batch;
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-            const Work w = work_at(p, t, m_blocks);
-            if constexpr (VARLEN) {
-                SdpaParams v = p;  // the tile's sequence (a block-uniform skip)
-                if (varlen_view(v, w.b, w.m0 / BM)) consume(smem, v, make_work(v, w.m0 / BM, w.hq, w.b), it);
-            } else {
-                consume(smem, p, w, it);
-            }
-        }
+    Work w;
+    if constexpr (CAUSAL) {
+        const int z = blockIdx.z, section = z / m_blocks, b = section * int(gridDim.y) + int(blockIdx.y);
+        if (b >= p.batch) return;
+        w = make_work(p, m_blocks - 1 - (z - section * m_blocks), blockIdx.x, b);
     } else {
-        // Causal: grid (heads_q, G, sections · m_blocks) over sections of G batches (the last
-        // one ragged): section blockIdx.z / m_blocks, its m-blocks heaviest first, and heads
-        // and batches fastest (see causal_work_at and geometry.rs).
-        Work w;
-        if constexpr (CAUSAL) {
-            const int z = blockIdx.z, section = z / m_blocks, b = section * int(gridDim.y) + int(blockIdx.y);
-            if (b >= p.batch) return;
-            w = make_work(p, m_blocks - 1 - (z - section * m_blocks), blockIdx.x, b);
-        } else {
-            w = make_work(p, blockIdx.x, blockIdx.y, blockIdx.z);
-        }
-        if constexpr (VARLEN) {
-            SdpaParams v = p;  // the block's sequence, none past its end
-            if (!varlen_view(v, w.b, w.m0 / BM)) return;
-            consume(smem, v, make_work(v, w.m0 / BM, w.hq, w.b), it);
-        } else {
-            consume(smem, p, w, it);
-        }
+        w = make_work(p, blockIdx.x, blockIdx.y, blockIdx.z);
+    }
+    if constexpr (VARLEN) {
+        SdpaParams v = p;  // the block's sequence, none past its end
+        if (!varlen_view(v, w.b, w.m0 / BM)) return;
+        consume(smem, v, make_work(v, w.m0 / BM, w.hq, w.b));
+    } else {
+        consume(smem, p, w);
     }
 }
 

@@ -593,8 +593,6 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v("portable.m64.n32.w4.s1.b1.tlx"), all));
     // Scalar P·V baseline, block barriers, padded rows, accurate exp2.
     out.push((v("portable.m64.n32.w4.s1.b1.c"), all));
-    // Persistent grid, 3 stages, block barriers, padded rows, 16 rows per warp.
-    out.push((v("portable.m64.n64.w4.s3.b2.ctpe"), d64_128));
     // 8 warps x 16 rows, 128 keys per step, 4 stages.
     out.push((v("portable.m128.n128.w8.s4.b1.ctelx"), d64));
     // Round 7, Hopper defaults for 8-bit K/V: decoupled sync (per-thread copy and decode, one

@@ -63,7 +63,7 @@ use super::validate::{check_cu_seqlens, validate_varlen, CallDesc, VarlenDesc};
 use crate::error::{Error, Result};
 use crate::kernels::{geometry, registry};
 use crate::problem::AttnParams;
-use crate::variant::{Family, KernelSpec, SyncPolicy, Variant};
+use crate::variant::{Family, KernelSpec, Variant};
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 
 /// One attention call over a variable-length batch.
@@ -120,10 +120,10 @@ impl AttentionVarlen<'_> {
 }
 
 /// Whether `variant` reads variable-length batches: the portable family, except its
-/// persistent decoupled-sync variants (the stream, whose K/V stream runs across work tiles).
+/// persistent decoupled-sync variants (the stream, whose K/V stream runs across work tiles;
+/// the family's only persistent variants since round 27).
 pub fn reads_varlen(variant: &Variant) -> bool {
-    variant.family == Family::Portable
-        && !(variant.persistent && variant.sync == SyncPolicy::Decoupled)
+    variant.family == Family::Portable && !variant.persistent
 }
 
 /// The variant a varlen call runs: `choice`'s, if it reads varlen batches (else an
@@ -293,7 +293,6 @@ mod tests {
     #[test]
     fn other_families_and_the_stream_are_unsupported() {
         let stream: Variant = "portable.m256.n128.w8.s3.b1.cthpedx".parse().unwrap();
-        let persistent: Variant = "portable.m64.n64.w4.s3.b2.ctpe".parse().unwrap();
         let decode: Variant = "decode.m16.n64.w4.s3.b2.cex".parse().unwrap();
         let args = (Arch::Sm90a, Precision::F16, 128, false);
         for v in [stream, decode, Variant::reference()] {
@@ -308,8 +307,6 @@ mod tests {
                 other => panic!("{}: {other:?}", v.key()),
             }
         }
-        // The persistent grid without the stream reads varlen batches (portable.cu's run_blocks).
-        assert!(reads_varlen(&persistent));
         let hopper = registry::default_variant(Arch::Sm90a, Precision::F16, 128, false);
         assert_eq!(hopper.family, Family::Hopper);
         assert!(matches!(
