@@ -683,7 +683,8 @@ impl KernelSpec {
     /// Decoupled sync's per-thread chunk ownership (a no-op check for other policies): each
     /// thread copies and decodes fixed 16-byte chunks of the 8-bit K and V tiles, dealt in
     /// pairs of rows (portable.cu's `OwnChunks`), which needs 8-bit K/V, head dim <= 128 (the
-    /// pipelined decode), and a thread count that divides a tile's chunks evenly.
+    /// pipelined decode), and a thread count that divides a tile's chunks evenly. The stream
+    /// (persistent) takes 16-bit Q only.
     fn decoupled_fits(&self) -> Result<()> {
         let v = &self.variant;
         if v.sync != SyncPolicy::Decoupled {
@@ -694,6 +695,13 @@ impl KernelSpec {
                 "decoupled sync serves 8-bit K/V at head dim 64 or 128, not {} at d{}",
                 self.precision.name(),
                 self.head_dim
+            )));
+        }
+        if v.persistent && self.precision.q().size() == 1 {
+            return Err(self.invalid(format!(
+                "the stream (persistent decoupled sync) serves FP8-KV (16-bit Q), not {}: its \
+                 per-warp Q loads have no 8-bit decode (retired in round 27)",
+                self.precision.name()
             )));
         }
         let nt = v.threads();
@@ -1144,6 +1152,21 @@ mod tests {
         assert!(d256.validate(Arch::Sm90a).is_err());
         let uneven = KernelSpec { head_dim: 64, ..ok };
         assert!(reason(uneven.validate(Arch::Sm90a)).contains("evenly"));
+        // The stream (persistent decoupled sync): 16-bit Q only, and only with decoupled sync.
+        let stream = KernelSpec {
+            variant: "portable.m256.n32.w8.s4.b1.ctpedx".parse().unwrap(),
+            ..ok
+        };
+        assert!(stream.validate(Arch::Sm90a).is_ok());
+        for q8 in [Precision::Fp8, Precision::SimFp8] {
+            let s = KernelSpec {
+                precision: q8,
+                ..stream
+            };
+            assert!(reason(s.validate(Arch::Sm90a)).contains("16-bit Q"));
+        }
+        let grid: Variant = "portable.m64.n64.w4.s3.b2.ctpe".parse().unwrap();
+        assert!(reason(grid.validate()).contains("persistent needs decoupled"));
         let two_stages: Variant = "portable.m256.n32.w8.s2.b1.ctedx".parse().unwrap();
         assert!(reason(two_stages.validate()).contains("stages >= 3"));
         // Paired rows: 32 rows per warp, tensor-core P·V, the causal skip's sync, no stream.

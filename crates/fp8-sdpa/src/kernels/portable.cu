@@ -226,6 +226,7 @@ static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && TC_PV),
               "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages");
 static_assert(!PERSISTENT || DECOUPLED, "persistent blocks: only the stream (decoupled sync)");
 static_assert(!VARLEN || !STREAM, "variable-length batches: not the stream");
+static_assert(!STREAM || !Q8, "the stream: 16-bit Q (FP8-KV)");
 }  // namespace cfg
 using namespace cfg;
 
@@ -1326,40 +1327,21 @@ __device__ __forceinline__ Work work_at(const SdpaParams& p, int t, int m_blocks
     }
 }
 
-// This warp's 16·R rows of work tile w's Q into Q buffer `qb`, by the warp alone (no other
-// warp reads them): 16-bit Q by cp.async (in the caller's open commit group), 8-bit Q loaded,
-// decoded and stored. The caller makes them visible with a wait and __syncwarp.
+// This warp's 16·R rows of work tile w's (16-bit) Q into Q buffer `qb` by cp.async, in the
+// caller's open commit group, by the warp alone (no other warp reads them). The caller makes
+// them visible with a wait and __syncwarp.
 __device__ __forceinline__ void load_q_warp(u8* smem, const SdpaParams& p, const Work& w, int qb, int warp, int lane) {
     const u8* q = (const u8*)p.q + ((long long)w.b * p.q_stride_b + (long long)w.hq * p.q_stride_h) * sizeof(q_t);
     const long long qs = p.q_stride_s * (long long)sizeof(q_t);
     const u32 base = smem_u32(smem + OFF_Q) + u32(qb * Q_BYTES);
     const int r0 = warp * 16 * R;
-    if constexpr (!Q8) {
-        static_assert(32 % CH16 == 0, "a row's chunks divide a warp");
-        constexpr int RS = 32 / CH16, PER = 16 * R * CH16 / 32;
-        const int row = r0 + lane / CH16, ch = lane % CH16;
-        const u8* src = q + (long long)(w.m0 + row) * qs + ch * 16;
+    static_assert(32 % CH16 == 0, "a row's chunks divide a warp");
+    constexpr int RS = 32 / CH16, PER = 16 * R * CH16 / 32;
+    const int row = r0 + lane / CH16, ch = lane % CH16;
+    const u8* src = q + (long long)(w.m0 + row) * qs + ch * 16;
 #pragma unroll
-        for (int i = 0; i < PER; ++i)
-            copy16(base + T16::off(row + i * RS, ch), src + i * RS * qs, w.m0 + row + i * RS < p.seq_q);
-    } else {
-        static_assert(32 % CH8 == 0, "a row's 8-bit chunks divide a warp");
-        constexpr int RS = 32 / CH8, PER = 16 * R * CH8 / 32;
-        const int row = r0 + lane / CH8, ch = lane % CH8;
-        // The per-chunk decode of load_q's 8-bit branch. (Sharing one helper with it changed
-        // ptxas's schedule of the measured full-FP8 kernels, so each keeps its copy.)
-#pragma unroll
-        for (int i = 0; i < PER; ++i) {
-            const int r = row + i * RS;
-            const bool valid = w.m0 + r < p.seq_q;
-            u32x4 in = {0u, 0u, 0u, 0u}, a, b;
-            if (valid) in = ldg16(q + (long long)(w.m0 + r) * qs + ch * 16);
-            decode16<q_t, qk_t>(in, a, b);
-            if (!valid) a = b = in;  // zeros (u8 code 0 decodes to -128)
-            sts16(base + T16::off(r, 2 * ch), a);
-            sts16(base + T16::off(r, 2 * ch + 1), b);
-        }
-    }
+    for (int i = 0; i < PER; ++i)
+        copy16(base + T16::off(row + i * RS, ch), src + i * RS * qs, w.m0 + row + i * RS < p.seq_q);
 }
 
 // The next K/V tile of a block's stream to copy: tile j of work tile t (work tiles with no
@@ -1441,7 +1423,7 @@ __device__ __forceinline__ void consume_stream(u8* smem, const SdpaParams& p) {
         int it = 0, prev_n = STAGES;  // the first work tile's Q has landed
         for (int k = 0; t < tiles; t += gridDim.x, ++k) {
             if (k > 0) w = work_at(p, t, m_blocks);
-            if (!Q8 && prev_n < STAGES - 1) {  // Q(k) may still be in flight (see above)
+            if (prev_n < STAGES - 1) {  // Q(k) may still be in flight (see above)
                 commit();
                 wait_groups<0>();
             }

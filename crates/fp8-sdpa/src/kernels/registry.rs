@@ -122,6 +122,10 @@ fn d128_256(_: Precision, d: u32) -> bool {
 fn d64_fp8kv(p: Precision, d: u32) -> bool {
     d == 64 && p.is_fp8_kv()
 }
+/// FP8-KV at D128: the D128 stream (16-bit Q only since round 27).
+fn d128_fp8kv(p: Precision, d: u32) -> bool {
+    d == 128 && p.is_fp8_kv()
+}
 fn d64_kv8(p: Precision, d: u32) -> bool {
     d == 64 && p.kv_is_8bit()
 }
@@ -607,7 +611,7 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v("portable.m128.n64.w4.s2.b2.cthrelx"), d128_16bit));
     // Round 8 (sm_90a only): persistent decoupled sync, one K/V stream per block across its
     // work tiles, so a work tile's prologue and tail overlap its neighbours'.
-    out.push((v(KV8_STREAM_D128), d128_kv8));
+    out.push((v(KV8_STREAM_D128), d128_fp8kv));
     out.push((v(KV8_STREAM_D64), d64_fp8kv));
     out.push((v(KV8_STREAM_D64_SMALL), d64_fp8kv));
     // Round 13's cluster pairs and the warp specialization of rounds 1-11 (producer warps,
