@@ -388,10 +388,13 @@ fn main() {
         e.1 += usize::from(used);
     }
     for (k, (n, used)) in &reg_by_variant {
-        let tag = if *used == 0 {
-            "  EXPERIMENT ONLY (no default, no tuned entry)"
-        } else {
-            ""
+        let v: Variant = k.parse().expect("registered keys parse");
+        let seeds_toggle =
+            !(v.cp_async && v.tc_pv && v.fast_exp && v.swizzle) || v.sync == SyncPolicy::Block;
+        let tag = match (*used, seeds_toggle) {
+            (0, true) => "  (coverage of the seeds' toggles: no default)",
+            (0, false) => "  EXPERIMENT ONLY (no default, no tuned entry)",
+            _ => "",
         };
         println!("  {k}: {used} of {n} registered specs shipped{tag}");
     }

@@ -597,12 +597,10 @@ __device__ __forceinline__ void load_q(u8* smem, const SdpaParams& p, const Work
             const long long r = valid ? w.m0 + row : 0;
             copy16(base + T16::off(row, ch), q + r * qs + ch * 16, valid);
         }
-    } else if constexpr ((D >= 128 || BM <= 128 || DECOUPLED) && NTH % CH8 == 0 && (BM * CH8) % NTH == 0) {
+    } else if constexpr (NTH % CH8 == 0 && (BM * CH8) % NTH == 0) {
         // 8-bit Q, fixed chunk column per thread, and every load issued before the first
         // decode: the loop below waits out one global load per chunk (PER of them per thread,
-        // 4 to 8), since its stores order the next iteration's load behind them. Not for
-        // round 6's barrier-coupled 256-row D64 tile, which then spilled (its loop is at 255
-        // registers).
+        // 4 to 8), since its stores order the next iteration's load behind them.
         constexpr int RS = NTH / CH8, PER = BM * CH8 / NTH;
         const int row0 = tid / CH8, ch = tid % CH8;
         const u8* src = q + (long long)(w.m0 + row0) * qs + ch * 16;
