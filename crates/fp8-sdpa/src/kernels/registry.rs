@@ -130,29 +130,6 @@ fn d64_kv8(p: Precision, d: u32) -> bool {
 fn d128_kv8(p: Precision, d: u32) -> bool {
     d == 128 && p.kv_is_8bit()
 }
-/// 8-bit K/V at D64 / D128 except full FP8 (E4M3 Q, which runs on the Hopper family there).
-fn d64_kv8_not_fp8(p: Precision, d: u32) -> bool {
-    d64_kv8(p, d) && p != Precision::Fp8
-}
-fn d128_kv8_not_fp8(p: Precision, d: u32) -> bool {
-    d128_kv8(p, d) && p != Precision::Fp8
-}
-/// E4M3 K/V at D256 (FP8-KV and full FP8; the seeds' u8 code keeps the ring of one).
-fn d256_e4m3_kv(p: Precision, d: u32) -> bool {
-    d == 256 && p.kv_is_8bit() && p != Precision::SimFp8
-}
-fn d256_simfp8(p: Precision, d: u32) -> bool {
-    d == 256 && p == Precision::SimFp8
-}
-fn d64_16bit(p: Precision, d: u32) -> bool {
-    d == 64 && sixteen_bit(p, d)
-}
-fn d128_16bit(p: Precision, d: u32) -> bool {
-    d == 128 && sixteen_bit(p, d)
-}
-fn d256_16bit(p: Precision, d: u32) -> bool {
-    d == 256 && sixteen_bit(p, d)
-}
 
 fn sixteen_bit(p: Precision, _: u32) -> bool {
     matches!(p, Precision::F16 | Precision::Bf16)
@@ -598,9 +575,15 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v("portable.m64.n64.w4.s2.b2.ctelx"), d128));
     // Round 6, half steps: 16-bit D128 causal up to S 1k on sm_90a, and the sm_90a varlen
     // tiles for 16-bit D64 (128 keys in two 64-key steps) and D256 (FA2's D256 tile, 192 KB).
-    out.push((v("portable.m128.n64.w4.s2.b2.cthelx"), d128_16bit));
-    out.push((v("portable.m128.n128.w4.s2.b2.cthelx"), d64_16bit));
-    out.push((v("portable.m128.n64.w8.s2.b1.ctelx"), d256_16bit));
+    out.push((v("portable.m128.n64.w4.s2.b2.cthelx"), |p, d| {
+        sixteen_bit(p, d) && d == 128
+    }));
+    out.push((v("portable.m128.n128.w4.s2.b2.cthelx"), |p, d| {
+        sixteen_bit(p, d) && d == 64
+    }));
+    out.push((v("portable.m128.n64.w8.s2.b1.ctelx"), |p, d| {
+        sixteen_bit(p, d) && d == 256
+    }));
     // Round 7, Hopper 8-bit K/V: decoupled sync (per-thread copy and decode, one mbarrier per
     // staging buffer, warps drift up to a tile apart) on 256-row tiles; round 9 adds paired
     // rows (each warp owns a top and a bottom m16 fragment) for the D128 causal diagonal.
@@ -612,15 +595,19 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v(KV8_STREAM_D64), d64_fp8kv));
     out.push((v(KV8_STREAM_D128), d128_fp8kv));
     // Round 10, the seeds' u8 code at D256 on sm_90a: the split decode's ring of one (224 KB).
-    out.push((v(KV8_D256), d256_simfp8));
+    out.push((v(KV8_D256), |p, d| p == Precision::SimFp8 && d == 256));
     // Rounds 18 and 20: fragment decode (8-bit ldmatrix, decoded in registers by every warp):
     // Hopper 8-bit K/V causal up to S 2k on the 128-row tiles (16-bit Q or the u8 code; full
     // FP8 runs on the Hopper family), D64 FP8-KV causal up to S 512 on 64-row tiles at four
-    // blocks per SM, and E4M3 K/V at D256 on 64-row tiles.
-    out.push((v(KV8_FRAG_D128), d128_kv8_not_fp8));
-    out.push((v(KV8_FRAG_D64), d64_kv8_not_fp8));
+    // blocks per SM, and E4M3 K/V at D256 on 64-row tiles (the u8 code keeps the ring of one).
+    out.push((v(KV8_FRAG_D128), |p, d| {
+        d128_kv8(p, d) && p != Precision::Fp8
+    }));
+    out.push((v(KV8_FRAG_D64), |p, d| d64_kv8(p, d) && p != Precision::Fp8));
     out.push((v(KV8_FRAG_D64_SHORT), d64_fp8kv));
-    out.push((v(KV8_FRAG_D256), d256_e4m3_kv));
+    out.push((v(KV8_FRAG_D256), |p, d| {
+        d == 256 && p.kv_is_8bit() && p != Precision::SimFp8
+    }));
     // The seeds' toggles, each off once, over every class: cp.async off (plain loads through
     // registers, 1 stage) with accurate exp2; and scalar P·V with block barriers, padded rows
     // and accurate exp2.
