@@ -43,6 +43,23 @@ impl Family {
         }
     }
 
+    /// The knobs the family has besides the tile shape (tile_m, tile_n, warps, stages,
+    /// min_blocks), as the key flags that set them ([`Variant::key`]); a variant sets no other
+    /// flag. Reference: none (its one knob is `warps`). Portable: the seeds' toggles (`c`
+    /// cp.async, `t` tensor-core P·V, `e` fast exp, `l` light sync, `x` swizzle) and what its
+    /// shipped defaults add (`f` fragment decode, `h` half steps, `r` paired rows, `d`
+    /// decoupled sync, `p` with `d`: the stream); no warp specialization (retired in round 23).
+    /// Hopper: `w` its producer warpgroup, `p` persistent, `o` overlap, `g` ping-pong, and the
+    /// fixed `e`, `x`. Decode: the fixed `c`, `e`, `x`.
+    pub fn knob_flags(self) -> &'static str {
+        match self {
+            Family::Reference => "",
+            Family::Portable => "ctfhrpeldx",
+            Family::Hopper => "wpogex",
+            Family::Decode => "cex",
+        }
+    }
+
     /// Define value (`SDPA_FAMILY`).
     fn code(self) -> u32 {
         match self {
@@ -302,33 +319,31 @@ impl Variant {
                 self.threads()
             ));
         }
-        if (self.overlap || self.pingpong) && self.family != Family::Hopper {
-            return fail("overlap and pingpong are hopper-family knobs".into());
+        let key = self.key();
+        let flags = key.rsplit('.').next().unwrap_or("");
+        let knobs = self.family.knob_flags();
+        if let Some(c) = flags
+            .chars()
+            .find(|c| c.is_ascii_alphabetic() && !knobs.contains(*c))
+        {
+            return fail(format!(
+                "flag '{c}' is not a knob of the {} family (its knobs: '{knobs}'); knobs a family \
+                 does not have keep their neutral value",
+                self.family.name()
+            ));
         }
         if self.pingpong && self.warps != 12 {
             return fail("pingpong needs two consumer warpgroups (warps 12)".into());
         }
-        if self.sync == SyncPolicy::Decoupled && self.family != Family::Portable {
-            return fail("decoupled sync is a portable-family knob".into());
-        }
-        if self.half_steps && self.family != Family::Portable {
-            return fail("half_steps is a portable-family knob".into());
-        }
-        if self.paired_rows && self.family != Family::Portable {
-            return fail("paired_rows is a portable-family knob".into());
-        }
         if self.fragment_decode
-            && (self.family != Family::Portable
-                || !self.tc_pv
+            && (!self.tc_pv
                 || !self.cp_async
                 || !self.swizzle
-                || self.warp_spec
                 || self.sync == SyncPolicy::Decoupled)
         {
             return fail(
-                "fragment_decode is a portable-family knob that reads the 8-bit ring with \
-                 ldmatrix: it needs tensor-core P·V, cp_async, swizzle, and no warp \
-                 specialization or decoupled sync (those decode through staging)"
+                "fragment_decode reads the 8-bit ring with ldmatrix: it needs tensor-core P·V, \
+                 cp_async, swizzle, and no decoupled sync (that decodes through staging)"
                     .into(),
             );
         }
@@ -349,13 +364,6 @@ impl Variant {
             }
             Family::Portable => {
                 let consumers = self.warps;
-                if self.warp_spec {
-                    return fail(
-                        "the portable family has no warp specialization (retired in round 23; \
-                         every warp computes): drop the 'w' flag"
-                            .into(),
-                    );
-                }
                 if !matches!(self.tile_n, 32 | 64 | 128) {
                     return fail(format!("tile_n must be 32, 64 or 128, got {}", self.tile_n));
                 }
@@ -1085,6 +1093,38 @@ mod tests {
     }
 
     #[test]
+    fn each_family_sets_only_its_own_knobs() {
+        for (key, family) in [
+            ("portable.m128.n64.w4.s2.b2.ctoelx", "portable"),
+            ("portable.m128.n64.w4.s2.b2.ctgelx", "portable"),
+            ("hopper.m128.n128.w12.s2.b1.w4hex", "hopper"),
+            ("hopper.m128.n128.w12.s2.b1.w4rex", "hopper"),
+            ("hopper.m128.n128.w12.s2.b1.w4edx", "hopper"),
+            ("decode.m16.n64.w4.s3.b2.ctex", "decode"),
+            ("decode.m16.n64.w4.s3.b2.cfex", "decode"),
+            ("reference.m4.n32.w4.s1.b1.e", "reference"),
+        ] {
+            let v: Variant = key.parse().unwrap();
+            let e = v.validate().unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("not a knob of the {family} family")),
+                "{key}: {e}"
+            );
+        }
+        for v in crate::kernels::registry::variants() {
+            let key = v.key();
+            let flags = key.rsplit('.').next().unwrap();
+            assert!(
+                flags
+                    .chars()
+                    .filter(char::is_ascii_alphabetic)
+                    .all(|c| v.family.knob_flags().contains(c)),
+                "{key}"
+            );
+        }
+    }
+
+    #[test]
     fn the_portable_family_has_no_warp_specialization() {
         for key in [
             "portable.m128.n64.w12.s1.b1.ctw4elx",
@@ -1092,7 +1132,10 @@ mod tests {
         ] {
             let v: Variant = key.parse().unwrap();
             let e = v.validate().unwrap_err().to_string();
-            assert!(e.contains("no warp specialization"), "{key}: {e}");
+            assert!(
+                e.contains("not a knob of the portable family"),
+                "{key}: {e}"
+            );
         }
     }
 
