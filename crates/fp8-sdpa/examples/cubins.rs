@@ -1,4 +1,5 @@
-//! Writes the CUBIN of registered specs (no cache) into a folder, one file per spec and arch,
+//! Writes the CUBIN of registered specs into a folder (through the kernel cache only when
+//! SDPA_CACHE_DIR is set), one file per spec and arch,
 //! with their ptxas reports in `resources.tsv`, for comparing code generation before and after
 //! a refactor (compare the SASS, e.g. with scripts/sass-compare.sh):
 //!
@@ -20,7 +21,13 @@ fn main() {
     let arches = Arch::parse_list(args.get(3).map(String::as_str).unwrap_or("sm_80,sm_90a"))
         .expect("arch list");
     std::fs::create_dir_all(&out).unwrap();
-    let c = Compiler::with_cache(None);
+    // No cache unless SDPA_CACHE_DIR names one (then a cache that `sdpa-lab check` filled
+    // serves the same CUBINs).
+    let c = if std::env::var_os("SDPA_CACHE_DIR").is_some() {
+        Compiler::new().expect("the kernel cache")
+    } else {
+        Compiler::with_cache(None)
+    };
     let jobs: Vec<_> = arches
         .iter()
         .flat_map(|a| {

@@ -498,6 +498,7 @@ __device__ __forceinline__ void load_kv(u8* smem, const SdpaParams& p, const Wor
 // SplitDecode is the split decode's per-tile work, which compute_tile runs through its hooks.
 // Fragment decode has no step of its own: compute_tile decodes each fragment beside its mma
 // (frag_decode; Q's columns were stored in K's fragment order by load_q, qperm).
+
 // 16 codes of K (to the compute type) or V (to P·V's type, pv_t) to two 16-byte chunks
 // (8-bit K/V only: 16-bit K/V have no decoder).
 __device__ __forceinline__ void decode_kv16(u32x4 in, u32x4& a, u32x4& b, bool is_v) {
@@ -548,13 +549,12 @@ struct OwnChunks {
     static constexpr int NT = OWN_NT, PER_KV = OWN_PER_KV, PAIR = OWN_PAIR;
     static constexpr int COUNT = 2 * PER_KV / NT;  // chunks per thread per tile: K, then V
     static constexpr bool FITS = OWN_FITS;
-    int row0, ch;  // row0: in this CTA's ring rows
+    int row0, ch;  // the thread's first row and its chunk column
     __device__ __forceinline__ explicit OwnChunks(int tid) {
         const int u = tid % PAIR, t = u & 3, half = (u >> 2) & 1, grp = u >> 3;
         row0 = 2 * (tid / PAIR) + half;
         ch = CH8 >= 8 ? 4 * (grp ^ half) + t : t;
     }
-    __device__ __forceinline__ int trow0() const { return row0; }
 };
 // Chunk i of a thread (i < COUNT) is chunk tid + i·NT of the tile: in K (0) or V (1), and
 // rows shifted by a multiple of 8 from row0, so the swizzle of row0 still applies.
@@ -583,8 +583,8 @@ struct OwnDecode {
     __device__ __forceinline__ OwnDecode(u8* smem, int slot, int buf, const OwnChunks& oc) {
         s0 = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE) + u32(oc.row0 * D + oc.ch * 16);
         const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
-        d0 = dst + T16::off(oc.trow0(), 2 * oc.ch);
-        d1 = dst + T16::off(oc.trow0(), 2 * oc.ch + 1);
+        d0 = dst + T16::off(oc.row0, 2 * oc.ch);
+        d1 = dst + T16::off(oc.row0, 2 * oc.ch + 1);
     }
     __device__ __forceinline__ u32x4 load(int i) const {
         return lds16(s0 + u32(OWN_WHICH(i) * KV_TILE + OWN_DROW(i) * D));
@@ -603,7 +603,7 @@ __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int t
         const u32 src = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
         const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
         const u32 s0 = src + u32(oc.row0 * D + oc.ch * 16);
-        const u32 d0 = dst + T16::off(oc.trow0(), 2 * oc.ch), d1 = dst + T16::off(oc.trow0(), 2 * oc.ch + 1);
+        const u32 d0 = dst + T16::off(oc.row0, 2 * oc.ch), d1 = dst + T16::off(oc.row0, 2 * oc.ch + 1);
 #pragma unroll
         for (int i = I0; i < I1; ++i) {
             const int which = OWN_WHICH(i), drow = OWN_DROW(i);
@@ -628,7 +628,7 @@ __device__ __forceinline__ void load_kv_own(u8* smem, const SdpaParams& p, const
                                             int slot, const OwnChunks& oc) {
     if constexpr (KV8 && OwnChunks::FITS) {
         const u32 base = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE) + u32(oc.row0 * D + oc.ch * 16);
-        const int r0 = j * BN + oc.trow0();
+        const int r0 = j * BN + oc.row0;
         const long long ks = p.k_stride_s * (long long)sizeof(kv_t), vs = p.v_stride_s * (long long)sizeof(kv_t);
         const u8* kt = k + (long long)r0 * ks + oc.ch * 16;
         const u8* vt = v + (long long)r0 * vs + oc.ch * 16;
@@ -898,9 +898,10 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
 #pragma unroll
     for (int mi = MI0; mi < R; ++mi)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-            corr[mi][h] = online_softmax_row<FAST_EXP>(s[mi], h, ws.sl2_at(sl2, mi, h), ws.m[mi][h], ws.l[mi][h],
-                                                       RESCALE_TAU, moved);
+        for (int h = 0; h < 2; ++h) {
+            const auto scale = [&]() { return ws.sl2_at(sl2, mi, h); };
+            corr[mi][h] = online_softmax_row<FAST_EXP>(s[mi], h, scale, ws.m[mi][h], ws.l[mi][h], RESCALE_TAU, moved);
+        }
     if (!RESCALE_SKIP || __any_sync(0xffffffffu, moved)) {
 #pragma unroll
         for (int mi = MI0; mi < R; ++mi)

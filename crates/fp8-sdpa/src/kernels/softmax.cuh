@@ -37,15 +37,18 @@ template <bool FAST> __device__ __forceinline__ float exp2_sel(float x) {
 // and l) and O is rescaled a handful of times per row instead of every tile; O, l and the LSE
 // use the same m, so the result is unchanged. Overwrites s with p, updates m and l (this lane's
 // partial sum), sets `moved` when m moved, and returns the factor for O's row (1 if it did
-// not). A row that has seen no key keeps m = -inf and l = 0.
-template <bool FAST, int N>
-__device__ __forceinline__ float online_softmax_row(float (&s)[N][4], int h, float sl, float& m, float& l, float tau,
-                                                    bool& moved) {
+// not). A row that has seen no key keeps m = -inf and l = 0. `scale()` gives the row's log2
+// scale, read after the row max (where a kernel keeps it per row, that is when its load is
+// issued: ptxas schedules the softmax around it).
+template <bool FAST, int N, typename Scale>
+__device__ __forceinline__ float online_softmax_row(float (&s)[N][4], int h, const Scale& scale, float& m, float& l,
+                                                    float tau, bool& moved) {
     float mx = -SDPA_INF;
 #pragma unroll
     for (int nt = 0; nt < N; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float sl = scale();
     const float cand = mx * sl;
     const float m_old = m;
     const bool up = cand > m_old + tau;  // false while the row sees no key
