@@ -353,9 +353,20 @@ fn main() {
     ];
     println!();
     println!("## Modes no shipped choice uses");
+    // Left in round 27 (the variant rules reject them since; restore patches in
+    // docs/results/2026-11-26-portable-round27/).
+    let retired = [
+        "persistent grid (not the stream)",
+        "8-bit Q in the stream (load_q_warp)",
+    ];
     for m in all_modes {
         if !mode_uses.contains_key(m) {
-            println!("  {m}");
+            let note = if retired.contains(&m) {
+                "  (retired in round 27)"
+            } else {
+                ""
+            };
+            println!("  {m}{note}");
         }
     }
 
