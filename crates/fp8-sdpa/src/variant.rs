@@ -43,6 +43,23 @@ impl Family {
         }
     }
 
+    /// The knobs the family has besides the tile shape (tile_m, tile_n, warps, stages,
+    /// min_blocks), as the key flags that set them ([`Variant::key`]); a variant sets no other
+    /// flag. Reference: none (its one knob is `warps`). Portable: the seeds' toggles (`c`
+    /// cp.async, `t` tensor-core P·V, `e` fast exp, `l` light sync, `x` swizzle) and what its
+    /// shipped defaults add (`f` fragment decode, `h` half steps, `r` paired rows, `d`
+    /// decoupled sync, `p` with `d`: the stream); no warp specialization (retired in round 23).
+    /// Hopper: `w` its producer warpgroup, `p` persistent, `o` overlap, `g` ping-pong, and the
+    /// fixed `e`, `x`. Decode: the fixed `c`, `e`, `x`.
+    pub fn knob_flags(self) -> &'static str {
+        match self {
+            Family::Reference => "",
+            Family::Portable => "ctfhrpeldx",
+            Family::Hopper => "wpogex",
+            Family::Decode => "cex",
+        }
+    }
+
     /// Define value (`SDPA_FAMILY`).
     fn code(self) -> u32 {
         match self {
@@ -144,8 +161,9 @@ pub struct Variant {
     /// written before the knob existed, and then off.
     #[serde(default)]
     pub paired_rows: bool,
-    /// Persistent blocks looping over a tile queue (else one block per tile); with decoupled
-    /// sync, one K/V stream per block across its work tiles.
+    /// Persistent blocks looping over a tile queue (else one block per tile). Portable family:
+    /// with decoupled sync only, one K/V stream per block across its work tiles (the
+    /// persistent grid with block or light sync was retired in round 27, issue 32).
     pub persistent: bool,
     /// Intra-warpgroup overlap (hopper): the softmax of one key block runs while the tensor
     /// cores compute P·V of the block before it. Absent in JSON written before the knob
@@ -301,33 +319,31 @@ impl Variant {
                 self.threads()
             ));
         }
-        if (self.overlap || self.pingpong) && self.family != Family::Hopper {
-            return fail("overlap and pingpong are hopper-family knobs".into());
+        let key = self.key();
+        let flags = key.rsplit('.').next().unwrap_or("");
+        let knobs = self.family.knob_flags();
+        if let Some(c) = flags
+            .chars()
+            .find(|c| c.is_ascii_alphabetic() && !knobs.contains(*c))
+        {
+            return fail(format!(
+                "flag '{c}' is not a knob of the {} family (its knobs: '{knobs}'); knobs a family \
+                 does not have keep their neutral value",
+                self.family.name()
+            ));
         }
         if self.pingpong && self.warps != 12 {
             return fail("pingpong needs two consumer warpgroups (warps 12)".into());
         }
-        if self.sync == SyncPolicy::Decoupled && self.family != Family::Portable {
-            return fail("decoupled sync is a portable-family knob".into());
-        }
-        if self.half_steps && self.family != Family::Portable {
-            return fail("half_steps is a portable-family knob".into());
-        }
-        if self.paired_rows && self.family != Family::Portable {
-            return fail("paired_rows is a portable-family knob".into());
-        }
         if self.fragment_decode
-            && (self.family != Family::Portable
-                || !self.tc_pv
+            && (!self.tc_pv
                 || !self.cp_async
                 || !self.swizzle
-                || self.warp_spec
                 || self.sync == SyncPolicy::Decoupled)
         {
             return fail(
-                "fragment_decode is a portable-family knob that reads the 8-bit ring with \
-                 ldmatrix: it needs tensor-core P·V, cp_async, swizzle, and no warp \
-                 specialization or decoupled sync (those decode through staging)"
+                "fragment_decode reads the 8-bit ring with ldmatrix: it needs tensor-core P·V, \
+                 cp_async, swizzle, and no decoupled sync (that decodes through staging)"
                     .into(),
             );
         }
@@ -348,13 +364,6 @@ impl Variant {
             }
             Family::Portable => {
                 let consumers = self.warps;
-                if self.warp_spec {
-                    return fail(
-                        "the portable family has no warp specialization (retired in round 23; \
-                         every warp computes): drop the 'w' flag"
-                            .into(),
-                    );
-                }
                 if !matches!(self.tile_n, 32 | 64 | 128) {
                     return fail(format!("tile_n must be 32, 64 or 128, got {}", self.tile_n));
                 }
@@ -387,6 +396,12 @@ impl Variant {
                 }
                 if self.stages > 1 && !self.cp_async {
                     return fail("a multi-stage pipeline (stages > 1) needs cp_async".into());
+                }
+                if self.persistent && self.sync != SyncPolicy::Decoupled {
+                    return fail(
+                        "portable persistent blocks are the stream: persistent needs decoupled                          sync (the persistent grid with block or light sync was retired in                          round 27)"
+                            .into(),
+                    );
                 }
                 if self.sync == SyncPolicy::Decoupled
                     && (!self.cp_async || !self.tc_pv || self.stages < 3)
@@ -691,7 +706,8 @@ impl KernelSpec {
     /// Decoupled sync's per-thread chunk ownership (a no-op check for other policies): each
     /// thread copies and decodes fixed 16-byte chunks of the 8-bit K and V tiles, dealt in
     /// pairs of rows (portable.cu's `OwnChunks`), which needs 8-bit K/V, head dim <= 128 (the
-    /// pipelined decode), and a thread count that divides a tile's chunks evenly.
+    /// pipelined decode), and a thread count that divides a tile's chunks evenly. The stream
+    /// (persistent) takes 16-bit Q only.
     fn decoupled_fits(&self) -> Result<()> {
         let v = &self.variant;
         if v.sync != SyncPolicy::Decoupled {
@@ -702,6 +718,13 @@ impl KernelSpec {
                 "decoupled sync serves 8-bit K/V at head dim 64 or 128, not {} at d{}",
                 self.precision.name(),
                 self.head_dim
+            )));
+        }
+        if v.persistent && self.precision.q().size() == 1 {
+            return Err(self.invalid(format!(
+                "the stream (persistent decoupled sync) serves FP8-KV (16-bit Q), not {}: its \
+                 per-warp Q loads have no 8-bit decode (retired in round 27)",
+                self.precision.name()
             )));
         }
         let nt = v.threads();
@@ -968,6 +991,7 @@ mod tests {
                 prop_assert!(v.register_budget() >= 8 && v.register_budget() <= 255);
                 if v.family == Family::Portable {
                     prop_assert!(v.stages == 1 || v.cp_async);
+                    prop_assert!(!v.persistent || v.sync == SyncPolicy::Decoupled);
                     prop_assert_eq!(v.tile_m % 16, 0);
                 }
                 if v.family == Family::Reference {
@@ -1086,6 +1110,38 @@ mod tests {
     }
 
     #[test]
+    fn each_family_sets_only_its_own_knobs() {
+        for (key, family) in [
+            ("portable.m128.n64.w4.s2.b2.ctoelx", "portable"),
+            ("portable.m128.n64.w4.s2.b2.ctgelx", "portable"),
+            ("hopper.m128.n128.w12.s2.b1.w4hex", "hopper"),
+            ("hopper.m128.n128.w12.s2.b1.w4rex", "hopper"),
+            ("hopper.m128.n128.w12.s2.b1.w4edx", "hopper"),
+            ("decode.m16.n64.w4.s3.b2.ctex", "decode"),
+            ("decode.m16.n64.w4.s3.b2.cfex", "decode"),
+            ("reference.m4.n32.w4.s1.b1.e", "reference"),
+        ] {
+            let v: Variant = key.parse().unwrap();
+            let e = v.validate().unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("not a knob of the {family} family")),
+                "{key}: {e}"
+            );
+        }
+        for v in crate::kernels::registry::variants() {
+            let key = v.key();
+            let flags = key.rsplit('.').next().unwrap();
+            assert!(
+                flags
+                    .chars()
+                    .filter(char::is_ascii_alphabetic)
+                    .all(|c| v.family.knob_flags().contains(c)),
+                "{key}"
+            );
+        }
+    }
+
+    #[test]
     fn the_portable_family_has_no_warp_specialization() {
         for key in [
             "portable.m128.n64.w12.s1.b1.ctw4elx",
@@ -1093,7 +1149,10 @@ mod tests {
         ] {
             let v: Variant = key.parse().unwrap();
             let e = v.validate().unwrap_err().to_string();
-            assert!(e.contains("no warp specialization"), "{key}: {e}");
+            assert!(
+                e.contains("not a knob of the portable family"),
+                "{key}: {e}"
+            );
         }
     }
 
@@ -1153,6 +1212,21 @@ mod tests {
         assert!(d256.validate(Arch::Sm90a).is_err());
         let uneven = KernelSpec { head_dim: 64, ..ok };
         assert!(reason(uneven.validate(Arch::Sm90a)).contains("evenly"));
+        // The stream (persistent decoupled sync): 16-bit Q only, and only with decoupled sync.
+        let stream = KernelSpec {
+            variant: "portable.m256.n32.w8.s4.b1.ctpedx".parse().unwrap(),
+            ..ok
+        };
+        assert!(stream.validate(Arch::Sm90a).is_ok());
+        for q8 in [Precision::Fp8, Precision::SimFp8] {
+            let s = KernelSpec {
+                precision: q8,
+                ..stream
+            };
+            assert!(reason(s.validate(Arch::Sm90a)).contains("16-bit Q"));
+        }
+        let grid: Variant = "portable.m64.n64.w4.s3.b2.ctpe".parse().unwrap();
+        assert!(reason(grid.validate()).contains("persistent needs decoupled"));
         let two_stages: Variant = "portable.m256.n32.w8.s2.b1.ctedx".parse().unwrap();
         assert!(reason(two_stages.validate()).contains("stages >= 3"));
         // Paired rows: 32 rows per warp, tensor-core P·V, the causal skip's sync, no stream.

@@ -47,11 +47,11 @@ pub fn rows_per_work(spec: &KernelSpec) -> u64 {
 ///   (none past the last batch) at m-block `m_blocks - 1 - z % m_blocks`. Blocks are
 ///   dispatched x fastest, so within a section every head's heaviest m-block goes before any
 ///   lighter one (portable.cu's `causal_work_at` order), and the section's K/V stay in L2;
-/// - portable, persistent: `(min(tiles, sm_count * min_blocks), 1, 1)`, where
+/// - portable, persistent (the stream: persistent decoupled sync, the family's only
+///   persistent form): `(min(tiles, sm_count * min_blocks), 1, 1)`, where
 ///   `tiles = ceil(seq_q / tile_m) * heads_q * batch`; block `i` takes tiles `i, i + grid, ...`
 ///   and decodes a tile index `t` as `m_block = t % m_blocks`, `hq = (t / m_blocks) % heads_q`,
-///   `b = t / (m_blocks * heads_q)`, with `m_block` reversed (heaviest first) under causal;
-///   persistent decoupled sync under causal has m-blocks vary slowest, heaviest first:
+///   `b = t / (m_blocks * heads_q)`; under causal m-blocks vary slowest, heaviest first:
 ///   `m_block = m_blocks - 1 - t / (heads_q * batch)`, `hq = t % heads_q`,
 ///   `b = (t / heads_q) % batch` (portable.cu's `work_at`);
 /// - hopper: `(tiles, 1, 1)`, or `min(tiles, sm_count)` blocks when persistent; block `i`

@@ -33,6 +33,17 @@ template <int ROW_BYTES> struct Tile8 {
     __device__ __forceinline__ static u32 off(int row, int chunk) { return u32(row * STRIDE + ((chunk ^ swz(row)) << 4)); }
 };
 
+// Fragment decode's Q order: one 16-column block of Q (chunks a, b: column pairs P0..P3,
+// P4..P7, pair Pi = d 2i, 2i + 1) into the order P0 P2 P4 P6 | P1 P3 P5 P7, so that ldmatrix
+// gives a[0] = d 4t, 4t + 1 and a[2] = d 4t + 2, 4t + 3: the k order in which an 8-bit
+// ldmatrix of K (8 keys x 16 codes, lane (g, t) holding codes 4t..4t+3 of key g) decodes to
+// a B fragment {b0, b1} (portable.cu's FRAG).
+__device__ __forceinline__ void qperm(u32x4& a, u32x4& b) {
+    const u32x4 x = a, y = b;
+    a = u32x4{x.x, x.z, y.x, y.z};
+    b = u32x4{x.y, x.w, y.y, y.w};
+}
+
 // A lane's ldmatrix addresses into a Tile16, split so that the unrolled loops add only
 // compile-time immediates. The lane reads row `row0 + lane_row` (lane_row % 8 == lane % 8)
 // at chunk `chunk0 + lane_chunk` (lane_chunk 0 or 1), with row0 % 8 == 0 and chunk0 even.

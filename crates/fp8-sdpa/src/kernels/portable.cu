@@ -1,45 +1,65 @@
-// Portable attention forward (sm_80 and up), FlashAttention-2 style.
+// Portable attention forward (sm_80 and up): FlashAttention-2 on mma.sync.
 //
-// One block owns TILE_M query rows of one (batch, query head); each computing warp owns
-// 16 * R of them (R = 1 or 2 m16 fragments). The block streams the key/value sequence in
-// tiles of TILE_N keys through a STAGES-deep shared-memory ring filled by cp.async, and per
-// tile each warp computes
-//     S = Q·Kᵀ              mma.sync m16n8k16, Q and K via ldmatrix, fp32 accumulators
-//     online softmax        base 2, row max/sum over the 4 lanes of a quad, in registers
-//     O += P·V              P repacked to 16 bits in registers as the A operand, V via
-//                           ldmatrix.trans (or, with TC_PV off, the scalar baseline:
-//                           P through shared memory and FMAs)
-// then writes O = acc · v_descale / l (and LSE) straight from the accumulators. With
-// HALF_STEPS a tile is copied and handed over whole but computed in two steps of TILE_N / 2
-// keys (half the score registers).
+// One block owns TILE_M query rows of one (batch, query head); each warp owns 16·R of them
+// (R = 1 or 2 m16 fragments). Per block:
+//   1. load Q                      16-bit to shared memory by cp.async (8-bit Q decoded on the
+//                                  way); kept in registers where they fit (Q_IN_REGS)
+//   2. for each K/V tile j (TILE_N keys, causal: up to the diagonal), through a STAGES-deep
+//      shared-memory ring filled by cp.async:
+//        S = Q·Kᵀ                  mma.sync m16n8k16, K by ldmatrix, fp32 accumulators
+//        mask                      keys past seq_kv; causal: keys past the row's diagonal
+//        online softmax            base 2, running max m and sum l per row, O rescaled when
+//                                  m moves (threshold rescale, softmax.cuh)
+//        O += P·V                  P repacked in registers as the A operand, V by
+//                                  ldmatrix.trans
+//   3. epilogue                    O = acc · v_descale / l straight from the accumulators, LSE
+// 8-bit K/V (FP8-KV E4M3, full FP8, the seeds' u8 code) adds one step, the decode to 16-bit
+// operands (section "Step 2b"), in one of these forms:
+//   fragment decode (FRAG)         every warp decodes its K/V fragments in registers beside
+//                                  the mma: no staging (Hopper's 8-bit causal tiles, D256)
+//   staged (STAGED)                a tile is decoded once per block into a 16-bit staging
+//                                  tile that the loop reads like a 16-bit one:
+//     serial                       decode, barrier, compute (the seeds' forms: one stage,
+//                                  plain loads, scalar P·V)
+//     pipelined (PIPE_DECODE)      tile j + 1 decoded inside tile j's softmax (D <= 128)
+//     split (SPLIT_DECODE)         V of tile j inside its softmax, K of tile j + 1 inside its
+//                                  P·V (D256); RING1: one 8-bit ring slot refilled by halves
+// Decoding is exact, so the descales are applied in fp32: q_descale · k_descale folds into
+// the softmax scale, v_descale into the epilogue.
 //
-// Precisions: Q, K, V arrive as 16-bit (f16/bf16) or 8-bit codes (E4M3, or the seeds'
-// u8 code). 8-bit K/V are copied as 8-bit tiles (half the global traffic of fp16) and
-// decoded once per block into a 16-bit staging tile, which the tensor-core loop reads like
-// an fp16 tile; an 8-bit Q is decoded while it is stored to shared memory. With FRAG
-// (fragment decode) there is no staging tile: every warp reads the 8-bit ring with ldmatrix
-// and decodes in registers beside the mma. Decoding is exact, so the descales are applied in
-// fp32: q_descale · k_descale folds into the softmax scale, v_descale into the final
-// normalization.
+// The seeds' toggles: cp.async (else plain loads through registers), tensor-core P·V (else P
+// through shared memory and FMAs), sync policy (block barriers around every step, or light:
+// only the hand-offs), swizzled tiles (else padded rows), STAGES, tiles, warps, ex2.approx.
+// What the shipped defaults add (each in use; docs/results/2026-11-26-portable-round27/
+// inventory.txt says where): half steps (HALF_STEPS), paired rows (PAIRED), decoupled sync
+// (DECOUPLED: per-thread copy and decode, mbarriers instead of the tile barrier) and the
+// stream (STREAM: persistent decoupled blocks whose work tiles share one K/V stream), all for
+// Hopper's 8-bit tiles; variable-length batches (SDPA_VARLEN).
 //
 // Conventions mirror reference.cu and abi.cuh: bottom-right causal (query i sees key j iff
 // j <= i + seq_kv - seq_q), a row that sees no key gets O = 0 and LSE = -inf, LSE in natural
 // log, NaN in an input propagates to the rows it reaches. The softmax scale is assumed
 // positive (the row max is taken on unscaled scores).
 //
-// Grid (geometry.rs): non-persistent (ceil(seq_q / TILE_M), heads_q, batch), and under causal
-// (heads_q, G, sections · m_blocks) in causal order within sections of G batches (run_role,
-// causal_work_at); persistent (n, 1, 1) blocks striding over tile indices (work_at). All
-// visit the heaviest m-blocks first under causal.
+// Grid (geometry.rs): (ceil(seq_q / TILE_M), heads_q, batch), and under causal
+// (heads_q, G, sections · m_blocks) in causal order within sections of G batches (run_blocks,
+// causal_work_at); the stream launches (n, 1, 1) blocks striding over tile indices (work_at).
+// All visit the heaviest m-blocks first under causal. Variable-length batches use the same
+// grids over the longest sequence; each work tile becomes a dense problem of its own sequence
+// first (varlen_view).
 //
-// Variable-length batches (SDPA_VARLEN; cu_seqlens_q, abi.cuh): the same grids over the
-// longest sequence; each work tile becomes a dense problem of its own sequence first
-// (varlen_view). Not in the stream (persistent decoupled sync).
+// Several helpers keep a copy of code that a shared form would also serve (consume and
+// tile_steps, load_q and load_q_warp, decode_kv_all and OwnDecode): sharing them changed
+// ptxas's schedule of measured kernels. The SASS of every shipped spec is compared before and
+// after each refactor (scripts/sass-compare.py).
 #include "prims.cuh"
 #include "abi.cuh"
 
 #ifndef SDPA_HEAD_DIM
 #error "SDPA_HEAD_DIM must be defined"
+#endif
+#ifndef SDPA_VARLEN
+#define SDPA_VARLEN 0
 #endif
 
 typedef SDPA_Q_T q_t;
@@ -48,135 +68,122 @@ typedef SDPA_O_T o_t;
 typedef SDPA_COMPUTE_T c_t;
 template <bool B, typename T, typename F> struct Pick { typedef T type; };
 template <typename T, typename F> struct Pick<false, T, F> { typedef F type; };
-// P·V's operand type. 8-bit V decodes exactly to f16 (every E4M3 value and every u - 128 is
-// an f16), so with 8-bit K/V P·V runs in f16 even under bf16 compute: V skips the f16 -> bf16
-// step of the decode (3 of its 4 instructions per pair), and P in [0, 2^8] keeps 11 bits
-// instead of 8. Q·Kᵀ stays in the compute type (Q is not exact in f16), except under fragment
-// decode (qk_t below).
-typedef Pick<sizeof(kv_t) == 1, half_t, c_t>::type pv_t;
 
+// ==== Configuration: one define per Variant field (variant.rs), and what follows from them ====
 namespace cfg {
+// ---- tile shape and the seeds' toggles ----
 constexpr int D = SDPA_HEAD_DIM;
 constexpr int BM = SDPA_TILE_M;
 constexpr int BN = SDPA_TILE_N;
-// Keys per compute step: a tile is copied and handed over (one barrier) whole, and with
-// HALF_STEPS computed in two steps of BN / 2 keys, so the score tile S takes half the
-// registers (a 128-key tile at 32 rows per warp: 64 instead of 128).
-constexpr bool HALF_STEPS = SDPA_HALF_STEPS != 0;
-constexpr int CN = HALF_STEPS ? BN / 2 : BN;
 constexpr int WARPS = SDPA_WARPS;
-constexpr int CONSUMERS = WARPS;  // every warp computes
+constexpr int CONSUMERS = WARPS;          // every warp computes
 constexpr int R = BM / (16 * CONSUMERS);  // m16 fragments per warp
 constexpr int STAGES = SDPA_STAGES;
 constexpr bool CP_ASYNC = SDPA_CP_ASYNC != 0;
 constexpr bool TC_PV = SDPA_TC_PV != 0;
-constexpr bool PERSISTENT = SDPA_PERSISTENT != 0;
 constexpr bool FAST_EXP = SDPA_FAST_EXP != 0;
 // Sync policy 0 block, 1 light, 2 decoupled (light's step syncs plus no K/V-loop barrier).
 constexpr bool LIGHT = SDPA_SYNC_POLICY >= 1;
 constexpr bool DECOUPLED = SDPA_SYNC_POLICY == 2;
 constexpr bool SWZ = SDPA_SWIZZLE != 0;
 constexpr bool CAUSAL = SDPA_CAUSAL != 0;
-constexpr bool KV8 = sizeof(kv_t) == 1;
-constexpr bool Q8 = sizeof(q_t) == 1;
-// Fragment decode (8-bit K/V, FRAG): no staging tile. Each computing warp reads the 8-bit ring
-// with 8-bit ldmatrix and decodes in registers right before the mma (see compute_tile):
-// - K: an ldmatrix 8x8 b16 matrix over 8 keys x 16 codes gives lane (g, t) the codes
-//   d = 4t..4t+3 of key g, which decode to the B fragment {b0, b1} of a k16 block if the
-//   block's k order is d 4t, 4t+1 (k 2t, 2t+1) and 4t+2, 4t+3 (k 2t+8, 2t+9). Q's columns
-//   are stored in that order (qperm), so Q·Kᵀ is unchanged.
-// - V: .trans over 8 keys x 16 codes gives lane (g, t) keys 2t, 2t+1 at d 2g, 2g+1; one
-//   byte permute turns that into b0 of two d-tiles, one with the even d of the 16 and one
-//   with the odd. O's d-tile 2c + 1 of chunk c holds the odd columns (write_out undoes it).
-// So every computing warp decodes the whole tile (one conversion per pair per warp, where the
-// staged decode shares them over the block), but there is no 16-bit store and reload, no
-// decode barrier, and the ldmatrix traffic for K/V is half of fp16's.
-constexpr bool FRAG = KV8 && SDPA_FRAG_DECODE != 0;
-constexpr bool STAGED = KV8 && !FRAG;  // 8-bit K/V decoded into 16-bit staging tiles
-// Q·Kᵀ's operand type. Fragment decode runs it in f16 whatever the compute type, so that K's
-// decode is one conversion per pair (to bf16 it is four, which cost runs 89-90 8-12 %): 8-bit Q
-// and E4M3 K are exact in f16; a bf16 Q is stored as f16 at a per-row power of two (ROWSC).
-constexpr bool ROWSC = FRAG && !Q8 && Same<q_t, bf16_t>::value;
-typedef Pick<FRAG, half_t, c_t>::type qk_t;
-// Q fragments (R·D/4 registers) stay in registers for the whole KV loop with 16 rows per
-// warp and D <= 128 (16 or 32 registers); with 32 rows per warp the O and S accumulators
-// already take most of the budget, so Q is re-read from shared memory (ldmatrix) per tile.
-// Persistent + decoupled ("stream", consume_stream): a block runs its work tiles' K/V tiles as
-// one stream through the ring and the staging buffers, so the next work tile's first tiles are
-// copied and decoded while the current one finishes, and no barrier separates work tiles. Each
-// warp loads its own Q rows (double-buffered unless Q sits in registers), so only the warp
-// itself waits for its next Q. At D64 the stream keeps Q in registers too (32), so that one Q
-// buffer suffices for its 128-key tile (two would not fit).
-constexpr bool STREAM = DECOUPLED && PERSISTENT;
-// Paired rows (32 rows per warp): computing warp w owns the m16 fragments w and
-// 2·CONSUMERS - 1 - w of the block instead of 2w and 2w + 1, so that under causal every warp
-// has the same number of visible (fragment, key step) pairs on the diagonal, and a warp
-// computes only the fragments a step does not mask entirely (compute_tile<1>: the second).
-// Without it the bottom warps carry the diagonal while the top ones idle.
-constexpr bool PAIRED = SDPA_PAIRED_ROWS != 0;
 // Variable-length batches: a compile mode of its own, built only for varlen calls
 // (runtime/varlen.rs). As a runtime branch on cu_seqlens_q, the per-sequence bases and lengths
 // (loaded, so no longer rematerializable from the parameters) cost the dense kernels 4-12
 // registers and made 12 registered specs spill; compiled out, the dense kernels are unchanged.
-#ifndef SDPA_VARLEN
-#define SDPA_VARLEN 0
-#endif
 constexpr bool VARLEN = SDPA_VARLEN != 0;
+
+// ---- Hopper's tiles ----
+// Half steps: a tile is copied and handed over (one barrier) whole, and computed in two steps
+// of BN / 2 keys, so the score tile S takes half the registers (a 128-key tile at 32 rows per
+// warp: 64 instead of 128).
+constexpr bool HALF_STEPS = SDPA_HALF_STEPS != 0;
+constexpr int CN = HALF_STEPS ? BN / 2 : BN;  // keys per compute step
+// Paired rows (32 rows per warp): warp w owns the m16 fragments w and 2·CONSUMERS - 1 - w of
+// the block instead of 2w and 2w + 1, so that under causal every warp has the same number of
+// visible (fragment, key step) pairs on the diagonal, and a warp computes only the fragments a
+// step does not mask entirely (compute_tile<1>: the second). Without it the bottom warps carry
+// the diagonal while the top ones idle.
+constexpr bool PAIRED = SDPA_PAIRED_ROWS != 0;
+// The stream (persistent + decoupled, consume_stream): a block runs its work tiles' K/V tiles
+// as one stream through the ring and the staging buffers, so the next work tile's first tiles
+// are copied and decoded while the current one finishes, and no barrier separates work tiles.
+// Each warp loads its own Q rows (double-buffered unless Q sits in registers), so only the warp
+// itself waits for its next Q. Persistent blocks exist only as the stream (round 27 retired
+// the persistent grid with block or light sync: no default used it).
+constexpr bool PERSISTENT = SDPA_PERSISTENT != 0;
+constexpr bool STREAM = DECOUPLED && PERSISTENT;
+// Q fragments (R·D/4 registers) stay in registers for the whole KV loop with 16 rows per warp
+// and D <= 128 (16 or 32 registers); with 32 rows per warp the O and S accumulators already
+// take most of the budget, so Q is re-read from shared memory (ldmatrix) per tile. At D64 the
+// stream keeps Q in registers too (32), so that one Q buffer suffices for its 128-key tile.
 constexpr bool Q_IN_REGS = (R == 1 && D <= 128) || (STREAM && D == 64);
 
-typedef Tile16<D * 2, SWZ> T16;         // 16-bit tiles: Q, K/V (16-bit inputs), staging
-typedef Tile8<D> T8;  // 8-bit ring tiles under fragment decode (mma_sm80.cuh)
-constexpr int ROW16 = T16::STRIDE;
-constexpr int CH16 = D * 2 / 16;         // 16-byte chunks per 16-bit row
-constexpr int CH8 = D / 16;              // 16-byte chunks per 8-bit row (dense rows)
-constexpr int KV_TILE = KV8 ? BN * D : BN * ROW16;
-// Pipelined decode (8-bit K/V, >= 2 stages, D <= 128): tile j + 1 is
-// decoded into the other of two staging buffers right after tile j's barrier, then tile j is
-// computed: one barrier per tile, and one warp's decode overlaps the others' mma. D 256 keeps
-// one staging buffer (two would not fit sm_86/89's 99 KB at m64) and the two-barrier path.
+// ---- 8-bit inputs: which decode (see the header) ----
+constexpr bool KV8 = sizeof(kv_t) == 1;
+constexpr bool Q8 = sizeof(q_t) == 1;
+constexpr bool FRAG = KV8 && SDPA_FRAG_DECODE != 0;
+constexpr bool STAGED = KV8 && !FRAG;
+// P·V's operand type. 8-bit V decodes exactly to f16 (every E4M3 value and every u - 128 is
+// an f16), so with 8-bit K/V P·V runs in f16 even under bf16 compute: V skips the f16 -> bf16
+// step of the decode (3 of its 4 instructions per pair), and P in [0, 2^8] keeps 11 bits
+// instead of 8.
+typedef Pick<KV8, half_t, c_t>::type pv_t;
+// Q·Kᵀ's operand type: the compute type (Q is not exact in f16), except under fragment decode,
+// which runs it in f16 so that K's decode is one conversion per pair (to bf16 it is four,
+// which cost runs 89-90 8-12 %): 8-bit Q and E4M3 K are exact in f16; a bf16 Q is stored as
+// f16 at a per-row power of two (ROWSC), folded back into the softmax's scale.
+typedef Pick<FRAG, half_t, c_t>::type qk_t;
+constexpr bool ROWSC = FRAG && !Q8 && Same<q_t, bf16_t>::value;
+// Pipelined decode (staged, >= 2 stages, D <= 128): tile j + 1 is decoded into the other of
+// two staging buffers right after tile j's barrier, inside tile j's softmax: one barrier per
+// tile, and one warp's decode overlaps the others' mma. D256 keeps one staging buffer (two
+// would not fit sm_86/89's 99 KB at m64): the split decode below.
 constexpr bool PIPE_DECODE = STAGED && STAGES >= 2 && D <= 128;
+constexpr int CH16 = D * 2 / 16;  // 16-byte chunks per 16-bit row
+constexpr int CH8 = D / 16;       // 16-byte chunks per 8-bit row (dense rows)
 // Whether a K/V tile's 16-byte 8-bit chunks deal evenly over nt threads in row pairs (see
 // OwnChunks), so that each thread can copy and decode its own chunks.
 constexpr bool own_fits(int nt) {
     return nt > 0 && (BN * CH8) % nt == 0 && nt % (2 * CH8) == 0 && (2 * nt / (2 * CH8)) % 8 == 0;
 }
-// The threads that own chunks: all of them.
 constexpr int OWN_NT = CONSUMERS * 32, OWN_PER_KV = BN * CH8, OWN_PAIR = 2 * CH8;
 constexpr bool OWN_FITS = own_fits(OWN_NT);
-// Split decode (8-bit K/V where the pipelined decode does not fit: D 256). K and V halves
-// are decoded in different phases of a tile by the threads that copied the chunks (as under
-// decoupled sync): a V half inside the tile's softmax, a K half inside its P·V, a chunk per
-// 16-key block between the mma. So the decode fills the softmax's latency and the mma stream
-// instead of running as a phase of its own between two barriers. Two forms:
-// - STAGES >= 2: one staging pair. Tile j's softmax decodes V of tile j, its P·V K of tile
-//   j + 1; two barriers per tile (K staged / V half free, then V staged / K half free).
-// - STAGES == 1 at D 256 (RING1): two staging pairs and a single 8-bit ring slot whose K and
-//   V halves are refilled separately, as soon as this thread has decoded its chunks of them.
-//   Tile j decodes tile j + 1 (V in the softmax, K in P·V) into the other pair: one barrier
-//   per tile, and each half's copy has a whole tile to land. That is 224 KB (Q 64, staging
-//   128, ring 32), where two pairs beside a 2-deep ring (256 KB) do not fit. (Below D 256 the
-//   pipelined decode does this job; one stage there keeps the serial path.)
+// Split decode (staged where the pipelined decode does not fit: D256). K and V halves are
+// decoded in different phases of a tile by the threads that copied the chunks: a V half inside
+// the tile's softmax, a K half inside its P·V, a chunk per 16-key block between the mma, so
+// that the decode fills the softmax's latency and the mma stream instead of running as a phase
+// of its own between two barriers (SplitDecode). Two forms:
+// - STAGES >= 2: one staging pair, two barriers per tile.
+// - STAGES == 1 at D256 (RING1): two staging pairs and a single 8-bit ring slot whose K and V
+//   halves are refilled separately, as soon as this thread has decoded its chunks of them: one
+//   barrier per tile, and each half's copy has a whole tile to land; 224 KB, where two pairs
+//   beside a 2-deep ring (256 KB) do not fit.
 constexpr bool SPLIT_BASE = STAGED && !PIPE_DECODE && CP_ASYNC && TC_PV && !HALF_STEPS && OWN_FITS;
 constexpr bool RING1 = SPLIT_BASE && STAGES == 1 && D == 256;
 constexpr bool SPLIT_DECODE = SPLIT_BASE && (STAGES >= 2 || RING1);
 // Decoupled sync decodes tile j + 2 during tile j into one of four staging buffers, so that a
 // warp may run up to one tile ahead of the slowest (see consume).
 constexpr int AHEAD = DECOUPLED ? 2 : 1;
+
+// ---- shared memory, in bytes; KernelSpec::dynamic_smem_bytes() computes the same total ----
+typedef Tile16<D * 2, SWZ> T16;  // 16-bit tiles: Q, K/V (16-bit inputs), staging
+typedef Tile8<D> T8;             // 8-bit ring tiles under fragment decode (mma_sm80.cuh)
+constexpr int ROW16 = T16::STRIDE;
+constexpr int KV_TILE = KV8 ? BN * D : BN * ROW16;
 constexpr int STG_BUFS = STAGED ? (DECOUPLED ? 4 : (PIPE_DECODE || RING1) ? 2 : 1) : 0;
 constexpr int STG_BYTES = 2 * BN * ROW16;  // one 16-bit K and V staging pair
 // Bytes per key row of the K/V tiles the loop computes from: 8-bit ring rows under fragment
 // decode, else 16-bit rows (the ring's, or staging's).
 constexpr int KV_ROW = FRAG ? D : ROW16;
-constexpr int P_ROW = BN + 4;            // fp32 P rows of the scalar P·V path, padded
-
-// Shared memory layout, in bytes; KernelSpec::dynamic_smem_bytes() computes the same total.
+constexpr int P_ROW = BN + 4;  // fp32 P rows of the scalar P·V path, padded
 constexpr int Q_BUFS = STREAM && !Q_IN_REGS ? 2 : 1;
 constexpr int Q_BYTES = BM * ROW16;
-constexpr int OFF_Q = 0;                                       // Q_BUFS x Q
-constexpr int OFF_KV = OFF_Q + Q_BUFS * Q_BYTES;               // STAGES x {K, V}
-constexpr int OFF_STG = OFF_KV + STAGES * 2 * KV_TILE;     // 16-bit K, V (8-bit inputs)
-constexpr int OFF_P = OFF_STG + STG_BUFS * STG_BYTES;           // scalar P·V only
-constexpr int OFF_MBAR = OFF_P + (TC_PV ? 0 : BM * P_ROW * 4);  // decoupled: DONE[buffer]
+constexpr int OFF_Q = 0;                                            // Q_BUFS x Q
+constexpr int OFF_KV = OFF_Q + Q_BUFS * Q_BYTES;                    // STAGES x {K, V}
+constexpr int OFF_STG = OFF_KV + STAGES * 2 * KV_TILE;              // 16-bit K, V (8-bit inputs)
+constexpr int OFF_P = OFF_STG + STG_BUFS * STG_BYTES;               // scalar P·V only
+constexpr int OFF_MBAR = OFF_P + (TC_PV ? 0 : BM * P_ROW * 4);      // decoupled: DONE[buffer]
 constexpr int OFF_QSC = OFF_MBAR + (DECOUPLED ? 8 * STG_BUFS : 0);  // ROWSC: 2^-k per Q row
 constexpr int SMEM = OFF_QSC + (ROWSC ? 4 * BM : 0);
 static_assert(SMEM == SDPA_SMEM_BYTES, "shared-memory layout differs from KernelSpec::dynamic_smem_bytes()");
@@ -184,30 +191,24 @@ static_assert(SMEM == SDPA_SMEM_BYTES, "shared-memory layout differs from Kernel
 // Named barrier id of the split decode's second barrier (0 is __syncthreads).
 constexpr int BAR_SPLIT = 1;
 
-// Threshold rescale: the running row max (log2 units) moves only when a tile's max exceeds
-// it by more than this, so P stays <= 2^8.
+// ---- softmax ----
+// Threshold rescale: the running row max (log2 units) moves only when a tile's max exceeds it
+// by more than this, so P stays <= 2^8.
 constexpr float RESCALE_TAU = 8.f;
 // Skip the O multiply (warp vote + branch) when no row of the warp moved, only where the
 // multiply is expensive relative to the tile: a warp-tile is R·D·BN/64 mma and the multiply
-// R·D/2 FMULs per lane, i.e. 32/BN FMUL per mma whatever R and D. The branch's cost does not
-// shrink with BN: it splits the softmax from P·V into two basic blocks, so the V ldmatrix,
-// the packing and the FMULs can no longer fill the softmax's latency (round 2 measured
-// m128.n64.w8 at D128 ~15% slower than round 1, and this was its only 16-bit change; the
-// D64 default, also tile_n 64, lost 3-4%). So the vote is kept only at 32 rows per warp and
-// tile_n 32 (one FMUL per mma: the D128 default). The multiply by corr = 1 for rows that
-// did not move is exact.
+// R·D/2 FMULs per lane, i.e. 32/BN FMUL per mma whatever R and D. The branch splits the softmax
+// from P·V into two basic blocks, so the V ldmatrix, the packing and the FMULs can no longer
+// fill the softmax's latency (round 2: m128.n64.w8 at D128 ~15 % slower; the D64 default lost
+// 3-4 %). So only at 32 rows per warp and 32-key steps (one FMUL per mma: the D128 default).
 constexpr bool RESCALE_SKIP = R == 2 && CN <= 32;
 // Causal: a warp skips the key steps that are masked for all its rows (see consume). Only
 // where compute_tile has no block barrier inside (light or decoupled sync, tensor-core P·V),
-// since a skipping warp must not miss one; not with the barrier-coupled pipelined 8-bit
-// decode, whose skip branch needs a second copy of the decode and made two of its registered
-// tiles spill (m64.n64 at D128, m256.n128 at D64); and only from D128 or with paired rows
-// (whose point it is). Measured on the H100
-// (round 7, run 26, same run without the skip): D128 causal S 1k f16 +5 %, 8-bit 256-row tile
-// S 4k +3 to +6 %; D64 lost 1.5-4 % even at S 16k, where the diagonal is 1/128 of the work,
-// so the branch itself costs it more than the skipped steps save. Not in the stream (persistent
-// decoupled sync): its D128 causal tile spilled 24 bytes with the skip and has 249 registers
-// without.
+// since a skipping warp must not miss one; not with the barrier-coupled pipelined decode,
+// whose skip branch needs a second copy of the decode and made two registered tiles spill;
+// and only from D128 or with paired rows. Round 7 (run 26): D128 causal S 1k f16 +5 %, 8-bit
+// 256-row tile S 4k +3 to +6 %; D64 lost 1.5-4 % even at S 16k. Not in the stream: its D128
+// causal tile spilled 24 bytes with the skip.
 constexpr bool SKIP_MASKED = !STREAM && CAUSAL && LIGHT && TC_PV && (!PIPE_DECODE || DECOUPLED) && (D >= 128 || PAIRED);
 
 static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
@@ -222,10 +223,13 @@ static_assert(!FRAG || ((D <= 128 || R == 1) && TC_PV && CP_ASYNC && SWZ && !DEC
               "fragment decode: D 64 or 128 (256 at 16 rows per warp), tensor-core P·V, cp.async, swizzle, light or block sync");
 static_assert(!DECOUPLED || (PIPE_DECODE && STAGES >= 3 && TC_PV),
               "decoupled sync: 8-bit K/V pipelined decode, >= 3 stages");
+static_assert(!PERSISTENT || DECOUPLED, "persistent blocks: only the stream (decoupled sync)");
 static_assert(!VARLEN || !STREAM, "variable-length batches: not the stream");
+static_assert(!STREAM || !Q8, "the stream: 16-bit Q (FP8-KV)");
 }  // namespace cfg
 using namespace cfg;
 
+// ==== Helpers: a warp's rows, barriers, copies ===================================================
 // Block-local first row of fragment mi of computing warp `warp`.
 __device__ __forceinline__ int frag_row(int warp, int mi) {
     if constexpr (PAIRED) return 16 * (mi == 0 ? warp : 2 * CONSUMERS - 1 - warp);
@@ -236,11 +240,6 @@ __device__ __forceinline__ int warp_row0(int m0, int warp) { return m0 + frag_ro
 __device__ __forceinline__ int frag_off(int warp, int mi) {
     if constexpr (PAIRED) return mi == 0 ? 0 : 16 * (2 * CONSUMERS - 1 - 2 * warp);
     else return 16 * mi;
-}
-
-__device__ __forceinline__ float ex2(float x) {
-    if constexpr (FAST_EXP) return exp2_fast(x);
-    else return exp2f(x);
 }
 
 // All threads of the block.
@@ -268,6 +267,7 @@ template <int N> __device__ __forceinline__ void wait_groups() {
     if constexpr (CP_ASYNC) cp_async_wait<(N < 0 ? 0 : N)>();
 }
 
+// ==== Work tiles: coordinates, variable-length views, scales, the stream's order =================
 // Problem coordinates of one work tile.
 struct Work {
     int m0;        // first query row
@@ -321,6 +321,138 @@ __device__ __forceinline__ bool varlen_view(SdpaParams& p, int b, int mb) {
     return mb * BM < p.seq_q;
 }
 
+// A work tile's scales: the softmax's log2 scale with q_descale · k_descale folded in, and
+// v_descale for the output (1 where a tensor has no descale).
+struct Scales {
+    float sl2, v_ds;
+    __device__ __forceinline__ Scales(const SdpaParams& p, const Work& w) {
+        const float q_ds = p.q_descale ? p.q_descale[w.b * p.q_descale_stride_b + w.hq] : 1.f;
+        const float k_ds = p.k_descale ? p.k_descale[w.b * p.kv_descale_stride_b + w.hkv] : 1.f;
+        v_ds = p.v_descale ? p.v_descale[w.b * p.kv_descale_stride_b + w.hkv] : 1.f;
+        sl2 = p.scale_log2 * q_ds * k_ds;
+    }
+};
+
+// Work tile t in causal order (geometry.rs): m-blocks vary slowest, heaviest first, so that
+// every head's heaviest block is dispatched before any lighter one (longest processing time
+// first: the tail holds the lightest tiles). Non-persistent causal blocks follow this order
+// within sections of batches whose K/V fit in L2, through their 3-D grid (run_blocks); measured
+// on the H100 (round 12) against m-blocks fastest per head: causal S 1k-4k at D128 and D256
+// +7 to +13 %. The stream takes it over the whole batch: it makes every block's run of work
+// tiles get lighter at the same pace (with m-blocks fastest and a grid that is a multiple of
+// m_blocks, a block would get the same m-block every time). Sections did not help the stream
+// (round 12, run 68: equal at D64 S 512-2k, 9 % slower at S 4k, where each block's static
+// share of every section starts on heavy tiles).
+__device__ __forceinline__ Work causal_work_at(const SdpaParams& p, int t, int m_blocks) {
+    const int hb = p.heads_q * p.batch, r = t % hb;
+    return make_work(p, m_blocks - 1 - t / hb, r % p.heads_q, r / p.heads_q);
+}
+
+// Work tile t of the stream: under causal in the causal order, else m-blocks vary fastest (the
+// blocks of one head run together and share its K/V in L2).
+__device__ __forceinline__ Work work_at(const SdpaParams& p, int t, int m_blocks) {
+    if constexpr (CAUSAL) {
+        return causal_work_at(p, t, m_blocks);
+    } else {
+        return make_work(p, t % m_blocks, (t / m_blocks) % p.heads_q, t / (m_blocks * p.heads_q));
+    }
+}
+
+// ==== Step 1: load Q =============================================================================
+// Q tile (rows m0..m0+BM) to shared memory as 16-bit compute values, by computing threads.
+// 16-bit Q: cp.async (or plain copies); 8-bit Q: load, decode, store. Rows past seq_q are 0.
+template <int NTH>
+__device__ __forceinline__ void load_q(u8* smem, const SdpaParams& p, const Work& w, int tid) {
+    const u8* q = (const u8*)p.q + ((long long)w.b * p.q_stride_b + (long long)w.hq * p.q_stride_h) * sizeof(q_t);
+    const long long qs = p.q_stride_s * (long long)sizeof(q_t);
+    const u32 base = smem_u32(smem + OFF_Q);
+    if constexpr (FRAG && !Q8) {
+        // Fragment decode: through registers, a 16-column block (two chunks) at a time, so
+        // that its column pairs can be stored in K's fragment order (qperm). Every load is
+        // issued before the first store, as for 8-bit Q below.
+        constexpr int CB = CH16 / 2;  // 16-column blocks per row
+        static_assert(NTH % CB == 0 && (BM * CB) % NTH == 0, "Q blocks deal evenly over the threads");
+        constexpr int RS = NTH / CB, PER = BM * CB / NTH;
+        const int row0 = tid / CB, cb = tid % CB;
+        const u8* src = q + (long long)(w.m0 + row0) * qs + cb * 32;
+        u32x4 in[PER][2];
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            in[i][0] = in[i][1] = u32x4{0u, 0u, 0u, 0u};
+            if (w.m0 + row0 + i * RS < p.seq_q) {
+                in[i][0] = ldg16(src + i * RS * qs);
+                in[i][1] = ldg16(src + i * RS * qs + 16);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            const int row = row0 + i * RS;
+            if constexpr (ROWSC) {
+                // bf16 Q to f16 at 2^k per row (types.cuh; the CB threads of a row are adjacent
+                // lanes); 2^-k goes to shared memory for the softmax's row scale.
+                const int k = bf16x16_to_f16_pow2<CB>(in[i][0], in[i][1]);
+                if (cb == 0) sts_f32(smem_u32(smem + OFF_QSC) + 4 * row, pow2_neg(k));
+            }
+            qperm(in[i][0], in[i][1]);
+            sts16(base + T16::off(row, 2 * cb), in[i][0]);
+            sts16(base + T16::off(row, 2 * cb + 1), in[i][1]);
+        }
+    } else if constexpr (!Q8 && NTH % CH16 == 0 && (BM * CH16) % NTH == 0) {
+        // Fixed chunk column per thread, as in load_kv (the generic loop below cost ~30
+        // integer instructions per chunk: ~500 per thread in every block's prologue).
+        constexpr int RS = NTH / CH16, PER = BM * CH16 / NTH;
+        const int row0 = tid / CH16, ch = tid % CH16;
+        const u8* src = q + (long long)(w.m0 + row0) * qs + ch * 16;
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            const int row = row0 + i * RS;
+            copy16(base + T16::off(row, ch), src + i * RS * qs, w.m0 + row < p.seq_q);
+        }
+    } else if constexpr (!Q8) {
+        for (int ci = tid; ci < BM * CH16; ci += NTH) {
+            const int row = ci / CH16, ch = ci % CH16;
+            const bool valid = w.m0 + row < p.seq_q;
+            const long long r = valid ? w.m0 + row : 0;
+            copy16(base + T16::off(row, ch), q + r * qs + ch * 16, valid);
+        }
+    } else if constexpr (NTH % CH8 == 0 && (BM * CH8) % NTH == 0) {
+        // 8-bit Q, fixed chunk column per thread, and every load issued before the first
+        // decode: the loop below waits out one global load per chunk (PER of them per thread,
+        // 4 to 8), since its stores order the next iteration's load behind them.
+        constexpr int RS = NTH / CH8, PER = BM * CH8 / NTH;
+        const int row0 = tid / CH8, ch = tid % CH8;
+        const u8* src = q + (long long)(w.m0 + row0) * qs + ch * 16;
+        u32x4 in[PER];
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            in[i] = u32x4{0u, 0u, 0u, 0u};
+            if (w.m0 + row0 + i * RS < p.seq_q) in[i] = ldg16(src + i * RS * qs);
+        }
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            const int row = row0 + i * RS;
+            u32x4 a, b;
+            decode16<q_t, qk_t>(in[i], a, b);
+            if (w.m0 + row >= p.seq_q) a = b = in[i];  // zeros (u8 code 0 decodes to -128)
+            if constexpr (FRAG) qperm(a, b);
+            sts16(base + T16::off(row, 2 * ch), a);
+            sts16(base + T16::off(row, 2 * ch + 1), b);
+        }
+    } else {
+        for (int ci = tid; ci < BM * CH8; ci += NTH) {
+            const int row = ci / CH8, ch = ci % CH8;
+            u32x4 in = {0u, 0u, 0u, 0u}, a, b;
+            if (w.m0 + row < p.seq_q) in = ldg16(q + (long long)(w.m0 + row) * qs + ch * 16);
+            decode16<q_t, qk_t>(in, a, b);
+            if (w.m0 + row >= p.seq_q) a = b = in;  // zeros (u8 code 0 decodes to -128)
+            if constexpr (FRAG) qperm(a, b);
+            sts16(base + T16::off(row, 2 * ch), a);
+            sts16(base + T16::off(row, 2 * ch + 1), b);
+        }
+    }
+}
+
+// ==== Step 2: copy K/V tiles into the ring =======================================================
 // Issue the copies of K/V tile `j` into ring slot `slot`, by NTH threads counted from `tid`.
 // Rows past seq_kv are zero-filled (their scores are masked; zero V keeps 0 * garbage from
 // becoming NaN). When NTH divides the tile's chunks and is a multiple of a row's chunks, a
@@ -358,6 +490,14 @@ __device__ __forceinline__ void load_kv(u8* smem, const SdpaParams& p, const Wor
         }
     }
 }
+
+// ==== Step 2b: decode 8-bit K/V to 16-bit operands ===============================================
+// The staged forms (see the header): decode_kv is the serial form's whole-tile decode (and the
+// pipelined prologue's); OwnChunks deals a tile's chunks to the threads that copy and decode
+// them (decoupled sync, split decode), decode_kv_all and load_kv_own decode and copy them;
+// SplitDecode is the split decode's per-tile work, which compute_tile runs through its hooks.
+// Fragment decode has no step of its own: compute_tile decodes each fragment beside its mma
+// (frag_decode; Q's columns were stored in K's fragment order by load_q, qperm).
 
 // 16 codes of K (to the compute type) or V (to P·V's type, pv_t) to two 16-byte chunks
 // (8-bit K/V only: 16-bit K/V have no decoder).
@@ -409,13 +549,12 @@ struct OwnChunks {
     static constexpr int NT = OWN_NT, PER_KV = OWN_PER_KV, PAIR = OWN_PAIR;
     static constexpr int COUNT = 2 * PER_KV / NT;  // chunks per thread per tile: K, then V
     static constexpr bool FITS = OWN_FITS;
-    int row0, ch;  // row0: in this CTA's ring rows
+    int row0, ch;  // the thread's first row and its chunk column
     __device__ __forceinline__ explicit OwnChunks(int tid) {
         const int u = tid % PAIR, t = u & 3, half = (u >> 2) & 1, grp = u >> 3;
         row0 = 2 * (tid / PAIR) + half;
         ch = CH8 >= 8 ? 4 * (grp ^ half) + t : t;
     }
-    __device__ __forceinline__ int trow0() const { return row0; }
 };
 // Chunk i of a thread (i < COUNT) is chunk tid + i·NT of the tile: in K (0) or V (1), and
 // rows shifted by a multiple of 8 from row0, so the swizzle of row0 still applies.
@@ -444,8 +583,8 @@ struct OwnDecode {
     __device__ __forceinline__ OwnDecode(u8* smem, int slot, int buf, const OwnChunks& oc) {
         s0 = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE) + u32(oc.row0 * D + oc.ch * 16);
         const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
-        d0 = dst + T16::off(oc.trow0(), 2 * oc.ch);
-        d1 = dst + T16::off(oc.trow0(), 2 * oc.ch + 1);
+        d0 = dst + T16::off(oc.row0, 2 * oc.ch);
+        d1 = dst + T16::off(oc.row0, 2 * oc.ch + 1);
     }
     __device__ __forceinline__ u32x4 load(int i) const {
         return lds16(s0 + u32(OWN_WHICH(i) * KV_TILE + OWN_DROW(i) * D));
@@ -464,7 +603,7 @@ __device__ __forceinline__ void decode_kv_all(u8* smem, int slot, int buf, int t
         const u32 src = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
         const u32 dst = smem_u32(smem + OFF_STG + buf * STG_BYTES);
         const u32 s0 = src + u32(oc.row0 * D + oc.ch * 16);
-        const u32 d0 = dst + T16::off(oc.trow0(), 2 * oc.ch), d1 = dst + T16::off(oc.trow0(), 2 * oc.ch + 1);
+        const u32 d0 = dst + T16::off(oc.row0, 2 * oc.ch), d1 = dst + T16::off(oc.row0, 2 * oc.ch + 1);
 #pragma unroll
         for (int i = I0; i < I1; ++i) {
             const int which = OWN_WHICH(i), drow = OWN_DROW(i);
@@ -489,7 +628,7 @@ __device__ __forceinline__ void load_kv_own(u8* smem, const SdpaParams& p, const
                                             int slot, const OwnChunks& oc) {
     if constexpr (KV8 && OwnChunks::FITS) {
         const u32 base = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE) + u32(oc.row0 * D + oc.ch * 16);
-        const int r0 = j * BN + oc.trow0();
+        const int r0 = j * BN + oc.row0;
         const long long ks = p.k_stride_s * (long long)sizeof(kv_t), vs = p.v_stride_s * (long long)sizeof(kv_t);
         const u8* kt = k + (long long)r0 * ks + oc.ch * 16;
         const u8* vt = v + (long long)r0 * vs + oc.ch * 16;
@@ -508,130 +647,83 @@ template <typename K = kv_t> __device__ __forceinline__ void frag_decode(u32 w, 
     frag_decode4<K, half_t>(w, lo, hi);
 }
 
-// Fragment decode: one 16-column block of Q (chunks a, b: column pairs P0..P3, P4..P7, pair
-// Pi = d 2i, 2i + 1) into K's fragment order P0 P2 P4 P6 | P1 P3 P5 P7, so that ldmatrix gives
-// a[0] = d 4t, 4t + 1 and a[2] = d 4t + 2, 4t + 3 (see FRAG).
-__device__ __forceinline__ void qperm(u32x4& a, u32x4& b) {
-    const u32x4 x = a, y = b;
-    a = u32x4{x.x, x.z, y.x, y.z};
-    b = u32x4{x.y, x.w, y.y, y.w};
-}
-
-// Q tile (rows m0..m0+BM) to shared memory as 16-bit compute values, by computing threads.
-// 16-bit Q: cp.async (or plain copies); 8-bit Q: load, decode, store. Rows past seq_q are 0.
-template <int NTH>
-__device__ __forceinline__ void load_q(u8* smem, const SdpaParams& p, const Work& w, int tid) {
-    const u8* q = (const u8*)p.q + ((long long)w.b * p.q_stride_b + (long long)w.hq * p.q_stride_h) * sizeof(q_t);
-    const long long qs = p.q_stride_s * (long long)sizeof(q_t);
-    const u32 base = smem_u32(smem + OFF_Q);
-    if constexpr (FRAG && !Q8) {
-        // Fragment decode: through registers, a 16-column block (two chunks) at a time, so
-        // that its column pairs can be stored in K's fragment order (qperm). Every load is
-        // issued before the first store, as for 8-bit Q below.
-        constexpr int CB = CH16 / 2;  // 16-column blocks per row
-        static_assert(NTH % CB == 0 && (BM * CB) % NTH == 0, "Q blocks deal evenly over the threads");
-        constexpr int RS = NTH / CB, PER = BM * CB / NTH;
-        const int row0 = tid / CB, cb = tid % CB;
-        const u8* src = q + (long long)(w.m0 + row0) * qs + cb * 32;
-        u32x4 in[PER][2];
-#pragma unroll
-        for (int i = 0; i < PER; ++i) {
-            in[i][0] = in[i][1] = u32x4{0u, 0u, 0u, 0u};
-            if (w.m0 + row0 + i * RS < p.seq_q) {
-                in[i][0] = ldg16(src + i * RS * qs);
-                in[i][1] = ldg16(src + i * RS * qs + 16);
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < PER; ++i) {
-            const int row = row0 + i * RS;
-            if constexpr (ROWSC) {
-                // bf16 Q to f16 at 2^k, k per row (the CB threads of a row are adjacent lanes):
-                // the row's largest |q| lands in [2^14, 2^15), so every element down to 2^-29
-                // of it is exact in f16 (bf16's 8 significant bits fit f16's 11); smaller ones
-                // round as f16 subnormals, an error far below bf16's own rounding of the
-                // largest terms. 2^-k goes to shared memory for the softmax's row scale.
-                u32* wd[8] = {&in[i][0].x, &in[i][0].y, &in[i][0].z, &in[i][0].w,
-                              &in[i][1].x, &in[i][1].y, &in[i][1].z, &in[i][1].w};
-                float v[16], mx = 0.f;
-#pragma unroll
-                for (int e = 0; e < 8; ++e) {
-                    unpack2(bf16_t{}, *wd[e], v[2 * e], v[2 * e + 1]);
-                    mx = fmaxf(mx, fmaxf(fabsf(v[2 * e]), fabsf(v[2 * e + 1])));
-                }
-#pragma unroll
-                for (int o = 1; o < CB; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-                const int ex = int((__float_as_uint(mx) >> 23) & 0xffu);
-                // 141 = 14 + 127. Finite rows give k >= -113 (bf16's largest max lands below
-                // 2^15, under f16's 65504); zero rows (ex 0) are clamped to 100, which keeps
-                // 2^-k in the softmax's scale a normal float.
-                const int k = min(100, max(-126, 141 - ex));
-                const float sc = __uint_as_float(u32(k + 127) << 23);
-#pragma unroll
-                for (int e = 0; e < 8; ++e) *wd[e] = pack2<half_t>(v[2 * e] * sc, v[2 * e + 1] * sc);
-                if (cb == 0) sts_f32(smem_u32(smem + OFF_QSC) + 4 * row, __uint_as_float(u32(127 - k) << 23));
-            }
-            qperm(in[i][0], in[i][1]);
-            sts16(base + T16::off(row, 2 * cb), in[i][0]);
-            sts16(base + T16::off(row, 2 * cb + 1), in[i][1]);
-        }
-    } else if constexpr (!Q8 && NTH % CH16 == 0 && (BM * CH16) % NTH == 0) {
-        // Fixed chunk column per thread, as in load_kv (the generic loop below cost ~30
-        // integer instructions per chunk: ~500 per thread in every block's prologue).
-        constexpr int RS = NTH / CH16, PER = BM * CH16 / NTH;
-        const int row0 = tid / CH16, ch = tid % CH16;
-        const u8* src = q + (long long)(w.m0 + row0) * qs + ch * 16;
-#pragma unroll
-        for (int i = 0; i < PER; ++i) {
-            const int row = row0 + i * RS;
-            copy16(base + T16::off(row, ch), src + i * RS * qs, w.m0 + row < p.seq_q);
-        }
-    } else if constexpr (!Q8) {
-        for (int ci = tid; ci < BM * CH16; ci += NTH) {
-            const int row = ci / CH16, ch = ci % CH16;
-            const bool valid = w.m0 + row < p.seq_q;
-            const long long r = valid ? w.m0 + row : 0;
-            copy16(base + T16::off(row, ch), q + r * qs + ch * 16, valid);
-        }
-    } else if constexpr ((D >= 128 || BM <= 128 || DECOUPLED) && NTH % CH8 == 0 && (BM * CH8) % NTH == 0) {
-        // 8-bit Q, fixed chunk column per thread, and every load issued before the first
-        // decode: the loop below waits out one global load per chunk (PER of them per thread,
-        // 4 to 8), since its stores order the next iteration's load behind them. Not for
-        // round 6's barrier-coupled 256-row D64 tile, which then spilled (its loop is at 255
-        // registers).
-        constexpr int RS = NTH / CH8, PER = BM * CH8 / NTH;
-        const int row0 = tid / CH8, ch = tid % CH8;
-        const u8* src = q + (long long)(w.m0 + row0) * qs + ch * 16;
-        u32x4 in[PER];
-#pragma unroll
-        for (int i = 0; i < PER; ++i) {
-            in[i] = u32x4{0u, 0u, 0u, 0u};
-            if (w.m0 + row0 + i * RS < p.seq_q) in[i] = ldg16(src + i * RS * qs);
-        }
-#pragma unroll
-        for (int i = 0; i < PER; ++i) {
-            const int row = row0 + i * RS;
-            u32x4 a, b;
-            decode16<q_t, qk_t>(in[i], a, b);
-            if (w.m0 + row >= p.seq_q) a = b = in[i];  // zeros (u8 code 0 decodes to -128)
-            if constexpr (FRAG) qperm(a, b);
-            sts16(base + T16::off(row, 2 * ch), a);
-            sts16(base + T16::off(row, 2 * ch + 1), b);
-        }
-    } else {
-        for (int ci = tid; ci < BM * CH8; ci += NTH) {
-            const int row = ci / CH8, ch = ci % CH8;
-            u32x4 in = {0u, 0u, 0u, 0u}, a, b;
-            if (w.m0 + row < p.seq_q) in = ldg16(q + (long long)(w.m0 + row) * qs + ch * 16);
-            decode16<q_t, qk_t>(in, a, b);
-            if (w.m0 + row >= p.seq_q) a = b = in;  // zeros (u8 code 0 decodes to -128)
-            if constexpr (FRAG) qperm(a, b);
-            sts16(base + T16::off(row, 2 * ch), a);
-            sts16(base + T16::off(row, 2 * ch + 1), b);
+// Split decode (see SPLIT_DECODE): this thread's share of tile j's decode work. Own chunks
+// [0, HALF) are K, [HALF, COUNT) V.
+// - v(), in tile j's softmax (compute_tile's `mid`): V of tile j (STAGES >= 2) or, RING1, of
+//   tile j + 1 into the other staging pair; RING1 then copies tile j + 2's V into the slot's V
+//   half (this thread copies only the chunks it decodes).
+// - pre(), pv_load(kc), pv_store(kc) (compute_tile's `hk`), around tile j's P·V: K of tile
+//   j + 1, chunk q riding in key block (q · BLOCKS) / HALF (loaded before the block's mma,
+//   decoded and stored after them). With STAGES >= 2, pre() is the tile's second barrier
+//   (every thread's V chunks of tile j are staged, and every warp is done with Q·Kᵀ, so the K
+//   half is free); it then copies tile j + STAGES into the slot tile j leaves. RING1 copies
+//   tile j + 2's K after the last block.
+// (Measured on the H100, round 10: the V half inside Q·Kᵀ instead of the softmax was 0.5-2 %
+// slower.) Past the last tile these decode a slot no copy is writing into a staging half
+// nothing reads again in this work tile (unconditional, so that they stay in the softmax's and
+// P·V's basic blocks).
+struct SplitDecode {
+    static constexpr int HALF = OwnChunks::COUNT / 2, BLOCKS = CN / 16;
+    struct Held {
+        u32x4 in[HALF > 0 ? HALF : 1];
+    };
+    u8* smem;
+    const SdpaParams& p;
+    const Work& w;
+    const OwnChunks& oc;
+    int j, tid;
+    OwnDecode k_next;  // K of tile j + 1: ring slot -> staging pair
+    __device__ __forceinline__ SplitDecode(u8* smem_, const SdpaParams& p_, const Work& w_, const OwnChunks& oc_, int j_,
+                                           int tid_)
+        : smem(smem_), p(p_), w(w_), oc(oc_), j(j_), tid(tid_),
+          k_next(smem_, RING1 ? 0 : (j_ + 1) % STAGES, RING1 ? (j_ + 1) % 2 : 0, oc_) {}
+    // RING1's commit groups run ..., V(j + 1), K(j + 1), V(j + 2), K(j + 2), ...: each half
+    // waits for its own group with the other half's newest still in flight.
+    __device__ __forceinline__ void v() const {
+        if constexpr (RING1) {
+            wait_groups<1>();
+            decode_kv_all<HALF>(smem, 0, (j + 1) % 2, tid);
+            if (j + 2 < w.n_tiles) load_kv_own<HALF>(smem, p, w.k, w.v, j + 2, 0, oc);
+            commit();
+        } else {
+            decode_kv_all<HALF>(smem, j % STAGES, 0, tid);
         }
     }
-}
+    __device__ __forceinline__ void pre() const {
+        if constexpr (RING1) {
+            wait_groups<1>();
+        } else {
+            // Warps that skip a causal step meet this barrier outside compute_tile: so not
+            // __syncthreads (bar.sync is .aligned: one instruction for the whole block).
+            bar_sync_unaligned(BAR_SPLIT, CONSUMERS * 32);
+            if (j + STAGES < w.n_tiles) load_kv_own(smem, p, w.k, w.v, j + STAGES, j % STAGES, oc);
+            commit();
+            wait_groups<STAGES - 1>();  // groups: Q, tiles 0 .. j + STAGES; tile j + 1 landed
+        }
+    }
+    // Chunk q rides in block kc iff kc = floor(q · BLOCKS / HALF) (never when HALF is 0).
+    __device__ __forceinline__ static bool rides(int q, int kc) {
+        return kc * HALF <= q * BLOCKS && q * BLOCKS < (kc + 1) * HALF;
+    }
+    __device__ __forceinline__ Held pv_load(int kc) const {
+        Held h;
+#pragma unroll
+        for (int q = 0; q < HALF; ++q)
+            if (rides(q, kc)) h.in[q] = k_next.load(q);
+        return h;
+    }
+    __device__ __forceinline__ void pv_store(int kc, const Held& h) const {
+#pragma unroll
+        for (int q = 0; q < HALF; ++q)
+            if (rides(q, kc)) k_next.store(q, h.in[q]);
+        if (RING1 && kc == BLOCKS - 1) {
+            if (j + 2 < w.n_tiles) load_kv_own<0, HALF>(smem, p, w.k, w.v, j + 2, 0, oc);
+            commit();
+        }
+    }
+};
 
+// ==== Step 3: one K/V tile on the tensor cores: S = Q·Kᵀ, mask, online softmax, O += P·V =========
 // Per-warp state of the tensor-core loop.
 struct WarpState {
     float o[R][D / 8][4];  // O accumulators, mma C layout: d-tile dt holds columns 8dt..8dt+7
@@ -799,42 +891,16 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
 
     mid();
 
-    // ---- online softmax, base 2: p = 2^(s·sl2 - m) ----
-    // Threshold rescale (as in FlashAttention-4): the running max m only moves when the
-    // tile's max exceeds it by more than RESCALE_TAU (log2 units), so p <= 2^TAU (exact
-    // range for 16-bit P, fp32 O and l) and O is rescaled a handful of times per row instead
-    // of every tile; with RESCALE_SKIP the warp skips the O multiply when none of its rows
-    // moved. O, l and LSE all use the same m, so the result is unchanged.
+    // ---- online softmax, base 2: p = 2^(s·sl2 - m), threshold rescale (softmax.cuh) ----
+    // With RESCALE_SKIP the warp skips the O multiply when none of its rows moved.
     float corr[R][2];
     bool moved = false;
 #pragma unroll
     for (int mi = MI0; mi < R; ++mi)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            float mx = -SDPA_INF;
-#pragma unroll
-            for (int nt = 0; nt < CN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[mi][nt][2 * h], s[mi][nt][2 * h + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float sl = ws.sl2_at(sl2, mi, h);
-            const float cand = mx * sl;
-            const float m_old = ws.m[mi][h];
-            const bool up = cand > m_old + RESCALE_TAU;  // false while the row sees no key
-            const float m_new = up ? cand : m_old;
-            const float m_use = m_new == -SDPA_INF ? 0.f : m_new;  // row still sees no key
-            corr[mi][h] = up ? ex2(m_old - m_use) : 1.f;
-            moved = moved || up;
-            ws.m[mi][h] = m_new;
-            float sum = 0.f;
-#pragma unroll
-            for (int nt = 0; nt < CN / 8; ++nt)
-#pragma unroll
-                for (int e = 2 * h; e < 2 * h + 2; ++e) {
-                    const float pe = ex2(fmaf(s[mi][nt][e], sl, -m_use));
-                    s[mi][nt][e] = pe;
-                    sum += pe;
-                }
-            ws.l[mi][h] = ws.l[mi][h] * corr[mi][h] + sum;
+            const auto scale = [&]() { return ws.sl2_at(sl2, mi, h); };
+            corr[mi][h] = online_softmax_row<FAST_EXP>(s[mi], h, scale, ws.m[mi][h], ws.l[mi][h], RESCALE_TAU, moved);
         }
     if (!RESCALE_SKIP || __any_sync(0xffffffffu, moved)) {
 #pragma unroll
@@ -932,6 +998,7 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
     step_sync();
 }
 
+// ==== Step 4: epilogue ===========================================================================
 // O = acc · v_descale / l for this warp's rows, and LSE. Fully masked rows (l == 0) give 0
 // and -inf; a NaN l gives NaN.
 __device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, const Work& w, int row_w, int warp,
@@ -976,144 +1043,26 @@ __device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, co
         }
 }
 
-// The compute steps of KV tile j of a work tile (16-bit K and V at sk, sv; Q buffer at byte
-// qoff of the Q area), for the stream. With the pipelined decode, the first step also decodes
-// ring slot `nslot` into staging buffer `nbuf` (the tile AHEAD tiles on): unconditionally, so
-// that it stays in the softmax's basic block (past the last tile it decodes a ring slot no copy
-// is writing into a free staging buffer, which nothing reads). The stream has no causal warp
-// skip (see SKIP_MASKED), so every step is computed. consume keeps its own copy of this loop:
-// calling this function from there changes ptxas's schedule of the measured non-stream kernels.
-__device__ __forceinline__ void tile_steps(WarpState& ws, const Addrs& ad, u8* smem, u32 qoff, u32 sk, u32 sv, int j,
-                                           bool masked, int row_w, int warp, int lane, float sl2,
-                                           const SdpaParams& p, int tid, int nslot, int nbuf) {
-#pragma unroll 1
-    for (int c = 0; c < BN / CN; ++c) {
-        const u32 ck = sk + c * CN * ROW16, cv = sv + c * CN * ROW16;
-        const int k0 = j * BN + c * CN;
-        if (PIPE_DECODE && c == 0) {
-            const auto decode_next = [&]() {
-                // Decoupled: the newest committed group is the tile STAGES on; the tile two on
-                // must have landed (this thread's copies: the only ones it decodes). Waiting
-                // here rather than at the tile's top gives the copy half a tile more.
-                if constexpr (DECOUPLED) wait_groups<STAGES - 2>();
-                decode_kv_all(smem, nslot, nbuf, tid);
-            };
-            compute_tile(ws, ad, smem, qoff, ck, cv, k0, masked, row_w, warp, lane, sl2, p, decode_next);
-        } else {
-            compute_tile(ws, ad, smem, qoff, ck, cv, k0, masked, row_w, warp, lane, sl2, p);
-        }
-    }
-}
+// ==== The block: one work tile through the K/V loop ==============================================
+// consume runs FlashAttention-2's loop for one work tile:
+//   Q, then issue_first_tiles    the first K/V copies (each its own cp.async group)
+//   decode_prologue              8-bit K/V: the decode of the first tiles (Step 2b)
+//   for each K/V tile j:
+//     the ring                   wait for tile j, free a slot, issue a later tile's copies
+//     kv_operands                the 16-bit K and V that tile j's steps read: the ring slot
+//                                (16-bit K/V, fragment decode) or a staging buffer (staged
+//                                decode; the serial form decodes here)
+//     the steps                  compute_tile per step (Step 3), with the decode's hooks
+//   write_out                    (Step 4)
+// Each ring discipline (cp.async depth, the decode's form, decoupled sync) is one branch of
+// these. The ring and the steps stay inline in consume: as functions of their own (forceinline
+// or not) they changed ptxas's register allocation of most specs (round 27, SASS compared).
 
-// A work tile's scales: the softmax's log2 scale with q_descale · k_descale folded in, and
-// v_descale for the output (1 where a tensor has no descale).
-struct Scales {
-    float sl2, v_ds;
-    __device__ __forceinline__ Scales(const SdpaParams& p, const Work& w) {
-        const float q_ds = p.q_descale ? p.q_descale[w.b * p.q_descale_stride_b + w.hq] : 1.f;
-        const float k_ds = p.k_descale ? p.k_descale[w.b * p.kv_descale_stride_b + w.hkv] : 1.f;
-        v_ds = p.v_descale ? p.v_descale[w.b * p.kv_descale_stride_b + w.hkv] : 1.f;
-        sl2 = p.scale_log2 * q_ds * k_ds;
-    }
-};
-
-// Split decode (see SPLIT_DECODE): this thread's share of tile j's decode work. Own chunks
-// [0, HALF) are K, [HALF, COUNT) V.
-// - v(), in tile j's softmax (compute_tile's `mid`): V of tile j (STAGES >= 2) or, RING1, of
-//   tile j + 1 into the other staging pair; RING1 then copies tile j + 2's V into the slot's V
-//   half (this thread copies only the chunks it decodes).
-// - pre(), pv_load(kc), pv_store(kc) (compute_tile's `hk`), around tile j's P·V: K of tile
-//   j + 1, chunk q riding in key block (q · BLOCKS) / HALF (loaded before the block's mma,
-//   decoded and stored after them). With STAGES >= 2, pre() is the tile's second barrier
-//   (every thread's V chunks of tile j are staged, and every warp is done with Q·Kᵀ, so the K
-//   half is free); it then copies tile j + STAGES into the slot tile j leaves. RING1 copies
-//   tile j + 2's K after the last block.
-// (Measured on the H100, round 10: the V half inside Q·Kᵀ instead of the softmax was 0.5-2 %
-// slower.) Past the last tile these decode a slot no copy is writing into a staging half
-// nothing reads again in this work tile (unconditional, so that they stay in the softmax's and
-// P·V's basic blocks).
-struct SplitDecode {
-    static constexpr int HALF = OwnChunks::COUNT / 2, BLOCKS = CN / 16;
-    struct Held {
-        u32x4 in[HALF > 0 ? HALF : 1];
-    };
-    u8* smem;
-    const SdpaParams& p;
-    const Work& w;
-    const OwnChunks& oc;
-    int j, tid;
-    OwnDecode k_next;  // K of tile j + 1: ring slot -> staging pair
-    __device__ __forceinline__ SplitDecode(u8* smem_, const SdpaParams& p_, const Work& w_, const OwnChunks& oc_, int j_,
-                                           int tid_)
-        : smem(smem_), p(p_), w(w_), oc(oc_), j(j_), tid(tid_),
-          k_next(smem_, RING1 ? 0 : (j_ + 1) % STAGES, RING1 ? (j_ + 1) % 2 : 0, oc_) {}
-    // RING1's commit groups run ..., V(j + 1), K(j + 1), V(j + 2), K(j + 2), ...: each half
-    // waits for its own group with the other half's newest still in flight.
-    __device__ __forceinline__ void v() const {
-        if constexpr (RING1) {
-            wait_groups<1>();
-            decode_kv_all<HALF>(smem, 0, (j + 1) % 2, tid);
-            if (j + 2 < w.n_tiles) load_kv_own<HALF>(smem, p, w.k, w.v, j + 2, 0, oc);
-            commit();
-        } else {
-            decode_kv_all<HALF>(smem, j % STAGES, 0, tid);
-        }
-    }
-    __device__ __forceinline__ void pre() const {
-        if constexpr (RING1) {
-            wait_groups<1>();
-        } else {
-            // Warps that skip a causal step meet this barrier outside compute_tile: so not
-            // __syncthreads (bar.sync is .aligned: one instruction for the whole block).
-            bar_sync_unaligned(BAR_SPLIT, CONSUMERS * 32);
-            if (j + STAGES < w.n_tiles) load_kv_own(smem, p, w.k, w.v, j + STAGES, j % STAGES, oc);
-            commit();
-            wait_groups<STAGES - 1>();  // groups: Q, tiles 0 .. j + STAGES; tile j + 1 landed
-        }
-    }
-    // Chunk q rides in block kc iff kc = floor(q · BLOCKS / HALF) (never when HALF is 0).
-    __device__ __forceinline__ static bool rides(int q, int kc) {
-        return kc * HALF <= q * BLOCKS && q * BLOCKS < (kc + 1) * HALF;
-    }
-    __device__ __forceinline__ Held pv_load(int kc) const {
-        Held h;
-#pragma unroll
-        for (int q = 0; q < HALF; ++q)
-            if (rides(q, kc)) h.in[q] = k_next.load(q);
-        return h;
-    }
-    __device__ __forceinline__ void pv_store(int kc, const Held& h) const {
-#pragma unroll
-        for (int q = 0; q < HALF; ++q)
-            if (rides(q, kc)) k_next.store(q, h.in[q]);
-        if (RING1 && kc == BLOCKS - 1) {
-            if (j + 2 < w.n_tiles) load_kv_own<0, HALF>(smem, p, w.k, w.v, j + 2, 0, oc);
-            commit();
-        }
-    }
-};
-
-// The computing warps' side of one work tile.
-__device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Work& w, int& it) {
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+// The first K/V tiles: 0..STAGES-1 with the pipelined decode, 0..STAGES-2 otherwise (and Q
+// under fragment decode, see consume).
+__device__ __forceinline__ void issue_first_tiles(u8* smem, const SdpaParams& p, const Work& w, int tid,
+                                                  const OwnChunks& oc, u32 done_bar) {
     constexpr int NT = CONSUMERS * 32;
-    const Scales sc(p, w);
-    const float sl2 = sc.sl2, v_ds = sc.v_ds;
-    const int row_w = warp_row0(w.m0, warp);
-    const Addrs ad(lane);
-
-    WarpState ws;
-    ws.reset();
-
-    // Prologue: Q (its own cp.async group, the oldest), then the first K/V tiles (0..STAGES-1
-    // with the pipelined decode, 0..STAGES-2 otherwise).
-    if constexpr (PERSISTENT) consumer_sync();  // the previous work tile is done with smem
-    // Fragment decode loads Q through registers (qperm), after the first K/V copies are issued,
-    // so that its loads' latency overlaps theirs (below; its commit group stays, empty).
-    if constexpr (!FRAG) load_q<NT>(smem, p, w, tid);
-    commit();
-    const OwnChunks oc(tid);
-    const u32 done_bar = smem_u32(smem + OFF_MBAR);  // decoupled: DONE[b] at + 8b
     if constexpr (DECOUPLED || SPLIT_DECODE) {
         // Every slot, this thread's own chunks: tiles 0..STAGES-1 (tile j + STAGES is issued
         // once this thread has decoded its chunks of tile j; RING1: tile 0).
@@ -1148,12 +1097,12 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         if constexpr (FRAG) load_q<NT>(smem, p, w, tid);
         wait_groups<STAGES - 1>();  // Q landed
     }
-    consumer_sync();
-    ws.load_row_scales(smem, sl2, warp, lane);
-    if constexpr (Q_IN_REGS) {
-        ws.load_q(ad.a, smem_u32(smem + OFF_Q), warp);
-        step_sync();
-    }
+}
+
+// The decode of the first K/V tiles, after the prologue's barrier.
+__device__ __forceinline__ void decode_prologue(u8* smem, const SdpaParams& p, const Work& w, int tid,
+                                                const OwnChunks& oc) {
+    constexpr int NT = CONSUMERS * 32;
     if constexpr (DECOUPLED) {
         // Tiles 0 and 1 to staging buffers 0 and 1 (own chunks; past the last tile the
         // decoded bytes are never read), visible to all after one barrier.
@@ -1175,17 +1124,68 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     } else if constexpr (SPLIT_DECODE) {
         if (w.n_tiles > 0) decode_kv_all<0, SplitDecode::HALF>(smem, 0, 0, tid);  // K of tile 0, likewise
     }
+}
+
+// The K and V tiles (shared addresses sk, sv) that tile j's steps read: a staging buffer for
+// the staged decode (the serial form decodes the ring slot into it here), else the ring slot
+// (16-bit, or 8-bit under fragment decode).
+__device__ __forceinline__ void kv_operands(u8* smem, u32 stg, int j, int slot, int tid, u32& sk, u32& sv) {
+    constexpr int NT = CONSUMERS * 32;
+    if constexpr (PIPE_DECODE) {
+        sk = stg + (j % STG_BUFS) * STG_BYTES;
+        sv = sk + BN * ROW16;
+    } else if constexpr (SPLIT_DECODE) {
+        sk = stg + (RING1 ? (j % 2) * STG_BYTES : 0);
+        sv = sk + BN * ROW16;
+    } else if constexpr (STAGED) {
+        decode_kv(smem, slot, 0, tid, NT);
+        consumer_sync();
+        sk = stg;
+        sv = stg + BN * ROW16;
+    } else {
+        sk = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
+        sv = sk + KV_TILE;
+    }
+}
+
+// The computing warps' side of one work tile.
+__device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Work& w) {
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    constexpr int NT = CONSUMERS * 32;
+    const Scales sc(p, w);
+    const float sl2 = sc.sl2, v_ds = sc.v_ds;
+    const int row_w = warp_row0(w.m0, warp);
+    const Addrs ad(lane);
+
+    WarpState ws;
+    ws.reset();
+
+    // Step 1, Q: its own cp.async group, the oldest. Fragment decode loads Q through
+    // registers (qperm), after the first K/V copies are issued, so that its loads' latency
+    // overlaps theirs (issue_first_tiles; its commit group stays, empty).
+    if constexpr (!FRAG) load_q<NT>(smem, p, w, tid);
+    commit();
+    const OwnChunks oc(tid);                         // decoupled sync, split decode
+    const u32 done_bar = smem_u32(smem + OFF_MBAR);  // decoupled: DONE[b] at + 8b
+    issue_first_tiles(smem, p, w, tid, oc, done_bar);
+    consumer_sync();
+    ws.load_row_scales(smem, sl2, warp, lane);
+    if constexpr (Q_IN_REGS) {
+        ws.load_q(ad.a, smem_u32(smem + OFF_Q), warp);
+        step_sync();
+    }
+    decode_prologue(smem, p, w, tid, oc);
 
     const u32 stg = smem_u32(smem + OFF_STG);
-    for (int j = 0; j < w.n_tiles; ++j, ++it) {
+    for (int j = 0; j < w.n_tiles; ++j) {
+        // The ring: wait for tile j (with the pipelined decode, tile j + 1), free the slot the
+        // previous tile used, issue the copies of a later tile.
         int slot;
         if constexpr (DECOUPLED) {
             // DONE[b] completes when every thread has finished the tile in buffer b. Everyone
             // finished tile j - 2: they decoded tile j during it (buffer j % 4 is complete),
             // and its buffer, (j + 2) % 4, is free for the decode of tile j + 2. A warp waits
             // only for warps more than a tile behind it; no barrier couples the block.
-            // Cluster pair: DONE[b] also waits for the peer's warps to finish tile j - 2 and for
-            // the bytes of its half of tile j (st.async during its tile j - 2).
             if (j >= 2) mbar_wait(done_bar + 8 * ((j - 2) % STG_BUFS), ((j - 2) / STG_BUFS) & 1);
             // Slot j % STAGES held tile j, whose own chunks this thread decoded in tile j - 2.
             // (The wait for tile j + 2's copies sits in the decode hook below.)
@@ -1223,21 +1223,8 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
             }
         }
         u32 sk, sv;
-        if constexpr (PIPE_DECODE) {
-            sk = stg + (j % STG_BUFS) * STG_BYTES;
-            sv = sk + BN * ROW16;
-        } else if constexpr (SPLIT_DECODE) {
-            sk = stg + (RING1 ? (j % 2) * STG_BYTES : 0);
-            sv = sk + BN * ROW16;
-        } else if constexpr (STAGED) {
-            decode_kv(smem, slot, 0, tid, NT);
-            consumer_sync();
-            sk = stg;
-            sv = stg + BN * ROW16;
-        } else {
-            sk = smem_u32(smem + OFF_KV + slot * 2 * KV_TILE);
-            sv = sk + KV_TILE;
-        }
+        kv_operands(smem, stg, j, slot, tid, sk, sv);
+        // The steps (Step 3): compute_tile per CN keys, with the decode's hooks.
         const bool masked = j >= w.diag0;
 #pragma unroll 1
         for (int c = 0; c < BN / CN; ++c) {
@@ -1298,69 +1285,73 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
     write_out(ws, p, w, row_w, warp, lane, v_ds);
 }
 
-// ---- persistent decoupled sync: one K/V stream per block ----------------------------------
-// Work tile t in causal order (geometry.rs): m-blocks vary slowest, heaviest first, so that
-// every head's heaviest block is dispatched before any lighter one (longest processing time
-// first: the tail holds the lightest tiles). Non-persistent causal blocks follow this order
-// within sections of batches whose K/V fit in L2, through their 3-D grid (run_role); measured
-// on the H100 (round 12) against m-blocks fastest per head: causal S 1k-4k at D128 and D256
-// +7 to +13 %. The stream takes it over the whole batch: it makes every block's run of work
-// tiles get lighter at the same pace (with m-blocks fastest and a grid that is a multiple of
-// m_blocks, a block would get the same m-block every time). Sections did not help the stream
-// (round 12, run 68: equal at D64 S 512-2k, 9 % slower at S 4k, where each block's static
-// share of every section starts on heavy tiles).
-__device__ __forceinline__ Work causal_work_at(const SdpaParams& p, int t, int m_blocks) {
-    const int hb = p.heads_q * p.batch, r = t % hb;
-    return make_work(p, m_blocks - 1 - t / hb, r % p.heads_q, r / p.heads_q);
-}
-
-// Work tile t of a persistent block: m-blocks vary fastest (the blocks of one head run
-// together and share its K/V in L2), heaviest first under causal; the stream under causal
-// takes the causal order.
-__device__ __forceinline__ Work work_at(const SdpaParams& p, int t, int m_blocks) {
-    if constexpr (CAUSAL && STREAM) {
-        return causal_work_at(p, t, m_blocks);
+// The block's work tile. Causal: grid (heads_q, G, sections · m_blocks) over sections of G
+// batches (the last one ragged): section blockIdx.z / m_blocks, its m-blocks heaviest first,
+// and heads and batches fastest (see causal_work_at and geometry.rs).
+__device__ __forceinline__ void run_blocks(u8* smem, const SdpaParams& p) {
+    const int m_blocks = (p.seq_q + BM - 1) / BM;
+    Work w;
+    if constexpr (CAUSAL) {
+        const int z = blockIdx.z, section = z / m_blocks, b = section * int(gridDim.y) + int(blockIdx.y);
+        if (b >= p.batch) return;
+        w = make_work(p, m_blocks - 1 - (z - section * m_blocks), blockIdx.x, b);
     } else {
-        int mb = t % m_blocks;
-        if constexpr (CAUSAL) mb = m_blocks - 1 - mb;  // heaviest first
-        return make_work(p, mb, (t / m_blocks) % p.heads_q, t / (m_blocks * p.heads_q));
+        w = make_work(p, blockIdx.x, blockIdx.y, blockIdx.z);
+    }
+    if constexpr (VARLEN) {
+        SdpaParams v = p;  // the block's sequence, none past its end
+        if (!varlen_view(v, w.b, w.m0 / BM)) return;
+        consume(smem, v, make_work(v, w.m0 / BM, w.hq, w.b));
+    } else {
+        consume(smem, p, w);
     }
 }
 
-// This warp's 16·R rows of work tile w's Q into Q buffer `qb`, by the warp alone (no other
-// warp reads them): 16-bit Q by cp.async (in the caller's open commit group), 8-bit Q loaded,
-// decoded and stored. The caller makes them visible with a wait and __syncwarp.
+// ==== The stream (persistent decoupled sync): one K/V stream per block ===========================
+// The compute steps of KV tile j of a work tile (16-bit K and V at sk, sv; Q buffer at byte
+// qoff of the Q area), for the stream. With the pipelined decode, the first step also decodes
+// ring slot `nslot` into staging buffer `nbuf` (the tile AHEAD tiles on): unconditionally, so
+// that it stays in the softmax's basic block (past the last tile it decodes a ring slot no copy
+// is writing into a free staging buffer, which nothing reads). The stream has no causal warp
+// skip (see SKIP_MASKED), so every step is computed. consume keeps its own copy of this loop:
+// calling this function from there changes ptxas's schedule of the measured non-stream kernels.
+__device__ __forceinline__ void tile_steps(WarpState& ws, const Addrs& ad, u8* smem, u32 qoff, u32 sk, u32 sv, int j,
+                                           bool masked, int row_w, int warp, int lane, float sl2,
+                                           const SdpaParams& p, int tid, int nslot, int nbuf) {
+#pragma unroll 1
+    for (int c = 0; c < BN / CN; ++c) {
+        const u32 ck = sk + c * CN * ROW16, cv = sv + c * CN * ROW16;
+        const int k0 = j * BN + c * CN;
+        if (PIPE_DECODE && c == 0) {
+            const auto decode_next = [&]() {
+                // Decoupled: the newest committed group is the tile STAGES on; the tile two on
+                // must have landed (this thread's copies: the only ones it decodes). Waiting
+                // here rather than at the tile's top gives the copy half a tile more.
+                if constexpr (DECOUPLED) wait_groups<STAGES - 2>();
+                decode_kv_all(smem, nslot, nbuf, tid);
+            };
+            compute_tile(ws, ad, smem, qoff, ck, cv, k0, masked, row_w, warp, lane, sl2, p, decode_next);
+        } else {
+            compute_tile(ws, ad, smem, qoff, ck, cv, k0, masked, row_w, warp, lane, sl2, p);
+        }
+    }
+}
+
+// This warp's 16·R rows of work tile w's (16-bit) Q into Q buffer `qb` by cp.async, in the
+// caller's open commit group, by the warp alone (no other warp reads them). The caller makes
+// them visible with a wait and __syncwarp.
 __device__ __forceinline__ void load_q_warp(u8* smem, const SdpaParams& p, const Work& w, int qb, int warp, int lane) {
     const u8* q = (const u8*)p.q + ((long long)w.b * p.q_stride_b + (long long)w.hq * p.q_stride_h) * sizeof(q_t);
     const long long qs = p.q_stride_s * (long long)sizeof(q_t);
     const u32 base = smem_u32(smem + OFF_Q) + u32(qb * Q_BYTES);
     const int r0 = warp * 16 * R;
-    if constexpr (!Q8) {
-        static_assert(32 % CH16 == 0, "a row's chunks divide a warp");
-        constexpr int RS = 32 / CH16, PER = 16 * R * CH16 / 32;
-        const int row = r0 + lane / CH16, ch = lane % CH16;
-        const u8* src = q + (long long)(w.m0 + row) * qs + ch * 16;
+    static_assert(32 % CH16 == 0, "a row's chunks divide a warp");
+    constexpr int RS = 32 / CH16, PER = 16 * R * CH16 / 32;
+    const int row = r0 + lane / CH16, ch = lane % CH16;
+    const u8* src = q + (long long)(w.m0 + row) * qs + ch * 16;
 #pragma unroll
-        for (int i = 0; i < PER; ++i)
-            copy16(base + T16::off(row + i * RS, ch), src + i * RS * qs, w.m0 + row + i * RS < p.seq_q);
-    } else {
-        static_assert(32 % CH8 == 0, "a row's 8-bit chunks divide a warp");
-        constexpr int RS = 32 / CH8, PER = 16 * R * CH8 / 32;
-        const int row = r0 + lane / CH8, ch = lane % CH8;
-        // The per-chunk decode of load_q's 8-bit branch. (Sharing one helper with it changed
-        // ptxas's schedule of the measured full-FP8 kernels, so each keeps its copy.)
-#pragma unroll
-        for (int i = 0; i < PER; ++i) {
-            const int r = row + i * RS;
-            const bool valid = w.m0 + r < p.seq_q;
-            u32x4 in = {0u, 0u, 0u, 0u}, a, b;
-            if (valid) in = ldg16(q + (long long)(w.m0 + r) * qs + ch * 16);
-            decode16<q_t, qk_t>(in, a, b);
-            if (!valid) a = b = in;  // zeros (u8 code 0 decodes to -128)
-            sts16(base + T16::off(r, 2 * ch), a);
-            sts16(base + T16::off(r, 2 * ch + 1), b);
-        }
-    }
+    for (int i = 0; i < PER; ++i)
+        copy16(base + T16::off(row + i * RS, ch), src + i * RS * qs, w.m0 + row + i * RS < p.seq_q);
 }
 
 // The next K/V tile of a block's stream to copy: tile j of work tile t (work tiles with no
@@ -1442,7 +1433,7 @@ __device__ __forceinline__ void consume_stream(u8* smem, const SdpaParams& p) {
         int it = 0, prev_n = STAGES;  // the first work tile's Q has landed
         for (int k = 0; t < tiles; t += gridDim.x, ++k) {
             if (k > 0) w = work_at(p, t, m_blocks);
-            if (!Q8 && prev_n < STAGES - 1) {  // Q(k) may still be in flight (see above)
+            if (prev_n < STAGES - 1) {  // Q(k) may still be in flight (see above)
                 commit();
                 wait_groups<0>();
             }
@@ -1477,43 +1468,6 @@ __device__ __forceinline__ void consume_stream(u8* smem, const SdpaParams& p) {
         }
         commit();
         wait_groups<0>();
-    }
-}
-
-// The block's work tiles.
-__device__ __forceinline__ void run_blocks(u8* smem, const SdpaParams& p) {
-    const int m_blocks = (p.seq_q + BM - 1) / BM;
-    int it = 0;  // KV tiles consumed so far by this block: ring slot and barrier phase
-    if constexpr (PERSISTENT) {
-        const int tiles = m_blocks * p.heads_q * p.batch;
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-            const Work w = work_at(p, t, m_blocks);
-            if constexpr (VARLEN) {
-                SdpaParams v = p;  // the tile's sequence (a block-uniform skip)
-                if (varlen_view(v, w.b, w.m0 / BM)) consume(smem, v, make_work(v, w.m0 / BM, w.hq, w.b), it);
-            } else {
-                consume(smem, p, w, it);
-            }
-        }
-    } else {
-        // Causal: grid (heads_q, G, sections · m_blocks) over sections of G batches (the last
-        // one ragged): section blockIdx.z / m_blocks, its m-blocks heaviest first, and heads
-        // and batches fastest (see causal_work_at and geometry.rs).
-        Work w;
-        if constexpr (CAUSAL) {
-            const int z = blockIdx.z, section = z / m_blocks, b = section * int(gridDim.y) + int(blockIdx.y);
-            if (b >= p.batch) return;
-            w = make_work(p, m_blocks - 1 - (z - section * m_blocks), blockIdx.x, b);
-        } else {
-            w = make_work(p, blockIdx.x, blockIdx.y, blockIdx.z);
-        }
-        if constexpr (VARLEN) {
-            SdpaParams v = p;  // the block's sequence, none past its end
-            if (!varlen_view(v, w.b, w.m0 / BM)) return;
-            consume(smem, v, make_work(v, w.m0 / BM, w.hq, w.b), it);
-        } else {
-            consume(smem, p, w, it);
-        }
     }
 }
 

@@ -1,11 +1,13 @@
 //! The registered kernel specs: what `sdpa-lab check` compiles and `verify` runs, and the
 //! shipped default per problem class.
 //!
-//! Portable family: the shipped defaults (one per arch class and head dim, see
-//! [`default_variant`]) plus knob-coverage variants, so that every knob of the family is
-//! compiled and verified both on and off. A variant is registered only for the problem
-//! classes its predicate accepts (shared memory must fit sm_80's and sm_90a's opt-in limit,
-//! since `check` gates both).
+//! Portable family: the variants a shipped choice runs (dispatch by class and shape, varlen
+//! calls; see [`default_variant`], [`default_variant_for_shape`], [`varlen_default`]), each
+//! for the problem classes some arch ships it for, plus the seeds' toggles' coverage (cp.async
+//! off, scalar P·V, block barriers, padded rows, accurate exp2) over every class. Since round
+//! 27 (issue 32) nothing else: the experiments that no default used left with their modes
+//! (docs/results/2026-11-26-portable-round27/). A registered spec is compiled for every arch
+//! whose shared memory it fits, so that a GPU of one arch verifies the code of all.
 
 use crate::arch::Arch;
 use crate::dtype::Precision;
@@ -16,11 +18,12 @@ use crate::variant::{Family, KernelSpec, Variant, HEAD_DIMS};
 pub fn registered() -> Vec<KernelSpec> {
     let mut out = Vec::new();
     for (variant, serves) in registered_variants() {
-        let causal_too = !NON_CAUSAL_ONLY.contains(&variant.key().as_str());
-        out.extend(
-            specs_of(variant)
-                .filter(|s| serves(s.precision, s.head_dim) && (causal_too || !s.causal)),
-        );
+        let key = variant.key();
+        let causal_too = !NON_CAUSAL_ONLY.contains(&key.as_str());
+        let full_too = !CAUSAL_ONLY.contains(&key.as_str());
+        out.extend(specs_of(variant).filter(|s| {
+            serves(s.precision, s.head_dim) && if s.causal { causal_too } else { full_too }
+        }));
     }
     out
 }
@@ -54,17 +57,21 @@ pub fn registered_for(arch: Arch) -> Vec<KernelSpec> {
 
 /// Variants registered for sm_90a only although they fit the others' shared memory: ptxas
 /// allocates them without a spill for sm_90a but not for sm_80, and only Hopper ships them.
-const HOPPER_ONLY: &[&str] = &[
-    KV8_D64_ROUND6,
-    KV8_STREAM_D128,
-    KV8_STREAM_D64,
-    KV8_STREAM_D64_SMALL,
-];
+const HOPPER_ONLY: &[&str] = &[KV8_STREAM_D128, KV8_STREAM_D64];
 
-/// Variants registered without their causal specs: round 6's D64 8-bit tile spills 160 bytes
-/// under causal since round 12's causal grid (its batch index is computed, no longer read from
-/// `blockIdx`, and it had no register left); it is kept for non-causal comparison only.
-const NON_CAUSAL_ONLY: &[&str] = &[KV8_D64_ROUND6];
+/// Variants registered without their causal specs: the D128 stream, which dispatch takes
+/// non-causal below S 2k only.
+const NON_CAUSAL_ONLY: &[&str] = &[KV8_STREAM_D128];
+
+/// Variants registered for their causal specs only: the tiles that dispatch takes for causal
+/// lengths alone (paired rows, whose point is the causal diagonal; fragment decode's 128-row
+/// and 64-row D64/D128 tiles, causal up to S 2k and S 512).
+const CAUSAL_ONLY: &[&str] = &[
+    KV8_D128_CAUSAL,
+    KV8_FRAG_D128,
+    KV8_FRAG_D64,
+    KV8_FRAG_D64_SHORT,
+];
 
 /// The Hopper tiles for 8-bit K/V (see [`default_variant`] and [`default_variant_for_shape`]):
 /// 8 warps x 32 rows with decoupled sync; at D64 128 keys per copy in two 64-key half steps,
@@ -73,13 +80,10 @@ const KV8_D64: &str = "portable.m256.n128.w8.s3.b1.cthedx";
 const KV8_D128: &str = "portable.m256.n32.w8.s4.b1.ctedx";
 /// Round 9, D128 8-bit K/V causal: the same tile with paired rows.
 const KV8_D128_CAUSAL: &str = "portable.m256.n32.w8.s4.b1.ctredx";
-/// Round 6's D64 8-bit tile (block barrier per tile), kept registered for comparison.
-const KV8_D64_ROUND6: &str = "portable.m256.n128.w8.s2.b1.ctelx";
-/// Round 8, persistent decoupled sync (the stream): D64 FP8-KV defaults (Q in registers, one Q
-/// tile); D128 8-bit K/V non-causal below S 2k (two Q tiles in shared memory).
+/// Round 8, persistent decoupled sync (the stream): the D64 FP8-KV default (Q in registers, one
+/// Q tile); D128 FP8-KV non-causal below S 2k (two Q tiles in shared memory).
 const KV8_STREAM_D128: &str = "portable.m256.n32.w8.s4.b1.ctpedx";
 const KV8_STREAM_D64: &str = "portable.m256.n128.w8.s3.b1.cthpedx";
-const KV8_STREAM_D64_SMALL: &str = "portable.m128.n64.w4.s3.b2.ctpedx";
 /// Round 10, 8-bit K/V at D256 on Hopper: FA2's D256 tile with the split decode's ring of one
 /// (a single 8-bit slot, two staging pairs, one barrier per tile; 224 KB).
 const KV8_D256: &str = "portable.m128.n64.w8.s1.b1.ctelx";
@@ -111,28 +115,20 @@ fn d128(_: Precision, d: u32) -> bool {
 fn d256(_: Precision, d: u32) -> bool {
     d == 256
 }
-fn d64_128(_: Precision, d: u32) -> bool {
-    d <= 128
-}
-fn d128_256(_: Precision, d: u32) -> bool {
-    d >= 128
-}
 /// FP8-KV at D64 (8-bit K/V, 16-bit Q): the D64 stream keeps Q in registers, and the 8-bit
 /// Q paths' decode of Q spills there.
 fn d64_fp8kv(p: Precision, d: u32) -> bool {
     d == 64 && p.is_fp8_kv()
+}
+/// FP8-KV at D128: the D128 stream (16-bit Q only since round 27).
+fn d128_fp8kv(p: Precision, d: u32) -> bool {
+    d == 128 && p.is_fp8_kv()
 }
 fn d64_kv8(p: Precision, d: u32) -> bool {
     d == 64 && p.kv_is_8bit()
 }
 fn d128_kv8(p: Precision, d: u32) -> bool {
     d == 128 && p.kv_is_8bit()
-}
-fn d256_kv8(p: Precision, d: u32) -> bool {
-    d == 256 && p.kv_is_8bit()
-}
-fn d128_16bit(p: Precision, d: u32) -> bool {
-    d == 128 && matches!(p, Precision::F16 | Precision::Bf16)
 }
 
 fn sixteen_bit(p: Precision, _: u32) -> bool {
@@ -316,10 +312,13 @@ fn portable_default(arch: Arch, precision: Precision, head_dim: u32, causal: boo
         // per-work-tile prologue and tail the stream overlaps; measured on the H100 (round 8,
         // run 30, fp8kv_f16) 320 / 349 / 356 TFLOPS at S 1k / 4k / 16k against 292 / 333 / 344
         // for round 7's m256.n128 and the f16 default's 308 / 320 / 330 in the same run.
-        // Causal below S 2k: 4 warps x 32 rows, 64 keys, two blocks per SM (finer diagonal
-        // blocks): 238 at S 1k against 229 for the 256-row stream and 217 for m128.n64.
+        // Causal: dispatch picks by length (default_variant_for_shape: fragment decode up to S
+        // 2k, the 256-row stream above, the 256-row tile from S 8k); the class default is
+        // fragment decode's 128-row tile, the pick at S 1k. (Round 8's 128-row stream,
+        // m128.n64.w4.s3.b2.ctpedx, was this default until rounds 16 and 18 took every causal
+        // length from it; round 27 retired it.)
         (ArchClass::Hopper, 64) if fp8kv && !causal => KV8_STREAM_D64,
-        (ArchClass::Hopper, 64) if fp8kv => KV8_STREAM_D64_SMALL,
+        (ArchClass::Hopper, 64) if fp8kv => KV8_FRAG_D64,
         // 8-bit K/V, non-causal (and causal from S 4k at D64, S 2k with FP8-KV, from S 8k
         // at D128: see default_variant_for_shape): 8 warps x 32 rows, so decoding a K/V tile
         // is shared by 256 rows instead of 128, with decoupled sync, so the 8 warps are not
@@ -385,11 +384,10 @@ fn portable_default(arch: Arch, precision: Precision, head_dim: u32, causal: boo
 
 /// The variant a variable-length call runs when the caller does not choose (issue 31): on
 /// sm_90a the Hopper family for fp16/bf16 at D64 and D128 (round 27), else the arch's
-/// portable default for the class (the portable family reads packed
-/// sequences, but not in its persistent decoupled sync, the stream), with the FP8-KV D64
-/// streams swapped for the registered non-persistent tiles of the same classes (the 256-row
-/// tile without the stream; causal, the fragment-decode tile of causal S <= 2k). Not yet
-/// measured for speed on varlen batches.
+/// portable default for the class (the portable family reads packed sequences, but not in
+/// its stream, the persistent decoupled sync), with the FP8-KV D64 stream swapped for the
+/// registered non-persistent tile of the same class (the 256-row tile without the stream).
+/// Not yet measured for speed on varlen batches.
 pub fn varlen_default(arch: Arch, precision: Precision, head_dim: u32, causal: bool) -> Variant {
     // The Hopper family reads varlen batches too (round 27), where its varlen mode compiles
     // without spills (check --varlen): fp16/bf16 at D128 (the class default) and D64 (the
@@ -405,7 +403,6 @@ pub fn varlen_default(arch: Arch, precision: Precision, head_dim: u32, causal: b
     let base = portable_default(arch, precision, head_dim, causal);
     match base.key().as_str() {
         KV8_STREAM_D64 => v(KV8_D64),
-        KV8_STREAM_D64_SMALL => v(KV8_FRAG_D64),
         _ => base,
     }
 }
@@ -600,65 +597,63 @@ pub fn default_variant_for_shape(
 /// The registered variants with the problem classes each serves.
 pub fn registered_variants() -> Vec<(Variant, Serves)> {
     let mut out: Vec<(Variant, Serves)> = vec![(Variant::reference(), all)];
-    // Shipped defaults, for the head dims they are the default of.
+    // Portable family: every variant a shipped choice runs, for the classes some arch ships it
+    // for (the inventory example lists them: docs/results/2026-11-26-portable-round27/).
+    // sm_80-sm_89 class defaults (every precision): D64 4 warps x 32 rows x 64 keys, D128
+    // FA2's 32-key tile, D256 8 warps x 16 rows (sm_80) and 4 x 16 (sm_86/89, 99 KB).
     out.push((v("portable.m128.n64.w4.s2.b2.ctelx"), d64));
-    // Round 6 (Hopper defaults): half steps at D64 and, for 16-bit K/V, at D128; the 256-row
-    // 128-key tile for 8-bit K/V at D64 (spill-free there only).
-    out.push((v("portable.m128.n128.w4.s2.b2.cthelx"), d64));
-    out.push((v("portable.m128.n64.w4.s2.b2.cthelx"), d128_16bit));
-    out.push((v(KV8_D64_ROUND6), d64_kv8));
-    // Candidates (round 2): FA2's D128 shape, 4 warps x 32 rows, 32 keys per step.
     out.push((v("portable.m128.n32.w4.s2.b2.ctelx"), d128));
-    // Small grids (dispatch by shape): 4 warps x 16 rows, Q in registers.
-    out.push((v("portable.m64.n64.w4.s2.b2.ctelx"), d64_128));
-    // Small-grid candidate (round 3, unmeasured): the same tile with a 4-deep ring, 3 tiles
-    // in flight, for latency-bound grids like the mission shape (one block per SM).
-    out.push((v("portable.m64.n64.w4.s4.b2.ctelx"), d64));
-    // D128: the round-1 default. D256 (round 4 candidate, unmeasured): FA2's D256 tile,
-    // 128 x 64 with 8 warps x 16 rows; 192 KB of shared memory, so it fits sm_90a only
-    // (see `registered_for`).
-    out.push((v("portable.m128.n64.w8.s2.b1.ctelx"), d128_256));
     out.push((v("portable.m128.n32.w8.s2.b1.ctelx"), d256));
     out.push((v("portable.m64.n32.w4.s2.b1.ctelx"), d256));
-    // Round 10, the Hopper D256 8-bit default: the split decode's ring of one (sm_90a only,
-    // by its 224 KB).
-    out.push((v(KV8_D256), d256_kv8));
-    // Knob coverage (each knob on and off at least once; see docs/perf-notes.md).
-    // cp.async off (plain loads through registers, 1 stage), accurate exp2.
-    out.push((v("portable.m64.n32.w4.s1.b1.tlx"), all));
-    // Scalar P·V baseline, block barriers, padded rows, accurate exp2.
-    out.push((v("portable.m64.n32.w4.s1.b1.c"), all));
-    // Persistent grid, 3 stages, block barriers, padded rows, 16 rows per warp.
-    out.push((v("portable.m64.n64.w4.s3.b2.ctpe"), d64_128));
-    // 8 warps x 16 rows, 128 keys per step, 4 stages.
-    out.push((v("portable.m128.n128.w8.s4.b1.ctelx"), d64));
-    // Round 7, Hopper defaults for 8-bit K/V: decoupled sync (per-thread copy and decode, one
-    // mbarrier per staging buffer, warps drift up to a tile apart) on the 256-row tiles whose
-    // shared decode made 8-bit K/V as fast as fp16 but whose per-tile barrier cost ~10 %.
+    // Small grids (dispatch by shape): 4 warps x 16 rows, Q in registers; at D64 a 4-deep ring.
+    out.push((v("portable.m64.n64.w4.s4.b2.ctelx"), d64));
+    out.push((v("portable.m64.n64.w4.s2.b2.ctelx"), d128));
+    // Round 6, half steps: 16-bit D128 causal up to S 1k on sm_90a, and the sm_90a varlen
+    // tiles for 16-bit D64 (128 keys in two 64-key steps) and D256 (FA2's D256 tile, 192 KB).
+    out.push((v("portable.m128.n64.w4.s2.b2.cthelx"), |p, d| {
+        sixteen_bit(p, d) && d == 128
+    }));
+    out.push((v("portable.m128.n128.w4.s2.b2.cthelx"), |p, d| {
+        sixteen_bit(p, d) && d == 64
+    }));
+    out.push((v("portable.m128.n64.w8.s2.b1.ctelx"), |p, d| {
+        sixteen_bit(p, d) && d == 256
+    }));
+    // Round 7, Hopper 8-bit K/V: decoupled sync (per-thread copy and decode, one mbarrier per
+    // staging buffer, warps drift up to a tile apart) on 256-row tiles; round 9 adds paired
+    // rows (each warp owns a top and a bottom m16 fragment) for the D128 causal diagonal.
     out.push((v(KV8_D64), d64_kv8));
     out.push((v(KV8_D128), d128_kv8));
-    // Round 9: paired rows (each warp owns a top and a bottom m16 fragment, so the causal
-    // diagonal's work is spread evenly over the warps): the D128 8-bit causal default, and
-    // the 16-bit D128 default's tile with them (measured 0.7-2 % slower, kept for the knob).
     out.push((v(KV8_D128_CAUSAL), d128_kv8));
-    out.push((v("portable.m128.n64.w4.s2.b2.cthrelx"), d128_16bit));
     // Round 8 (sm_90a only): persistent decoupled sync, one K/V stream per block across its
     // work tiles, so a work tile's prologue and tail overlap its neighbours'.
-    out.push((v(KV8_STREAM_D128), d128_kv8));
     out.push((v(KV8_STREAM_D64), d64_fp8kv));
-    out.push((v(KV8_STREAM_D64_SMALL), d64_fp8kv));
-    // Round 13's cluster pairs and the warp specialization of rounds 1-11 (producer warps,
-    // round 11's decode warps) were never a default and left the kernel in round 23 (issue
-    // 32; restore patches in docs/results/2026-11-25-portable-retire-round23/).
-    // Round 18: fragment decode (8-bit ldmatrix, decoded in registers by every warp) on the
-    // 16-bit defaults' 128-row tiles: the Hopper FP8-KV and fp8 causal defaults up to S 2k.
-    out.push((v(KV8_FRAG_D128), d128_kv8));
-    out.push((v(KV8_FRAG_D64), d64_kv8));
-    // Round 20: fragment decode at 16 rows per warp. D256 (every length, E4M3 K/V): 96 KB, two
-    // blocks per SM where the 16-bit tile's 192 KB allows one. D64 causal S 512 (FP8-KV): 128
-    // registers and 24 KB, four blocks per SM.
-    out.push((v(KV8_FRAG_D256), d256_kv8));
-    out.push((v(KV8_FRAG_D64_SHORT), d64_kv8));
+    out.push((v(KV8_STREAM_D128), d128_fp8kv));
+    // Round 10, the seeds' u8 code at D256 on sm_90a: the split decode's ring of one (224 KB).
+    out.push((v(KV8_D256), |p, d| p == Precision::SimFp8 && d == 256));
+    // Rounds 18 and 20: fragment decode (8-bit ldmatrix, decoded in registers by every warp):
+    // Hopper 8-bit K/V causal up to S 2k on the 128-row tiles (16-bit Q or the u8 code; full
+    // FP8 runs on the Hopper family), D64 FP8-KV causal up to S 512 on 64-row tiles at four
+    // blocks per SM, and E4M3 K/V at D256 on 64-row tiles (the u8 code keeps the ring of one).
+    out.push((v(KV8_FRAG_D128), |p, d| {
+        d128_kv8(p, d) && p != Precision::Fp8
+    }));
+    out.push((v(KV8_FRAG_D64), |p, d| d64_kv8(p, d) && p != Precision::Fp8));
+    out.push((v(KV8_FRAG_D64_SHORT), d64_fp8kv));
+    out.push((v(KV8_FRAG_D256), |p, d| {
+        d == 256 && p.kv_is_8bit() && p != Precision::SimFp8
+    }));
+    // The seeds' toggles, each off once, over every class: cp.async off (plain loads through
+    // registers, 1 stage) with accurate exp2; and scalar P·V with block barriers, padded rows
+    // and accurate exp2.
+    out.push((v("portable.m64.n32.w4.s1.b1.tlx"), all));
+    out.push((v("portable.m64.n32.w4.s1.b1.c"), all));
+    // Retired (never a default; restore patches beside the measurements that retired them):
+    // cluster pairs and warp specialization (round 23,
+    // docs/results/2026-11-25-portable-retire-round23/); the persistent grid without the
+    // stream, the stream's 8-bit Q, round 6's barrier-coupled D64 8-bit tile, round 8's
+    // 128-row stream, paired rows on 16-bit K/V and the 8-warp 128-key coverage tile (round
+    // 27, docs/results/2026-11-26-portable-round27/).
     // Hopper family, step (b) of its issue: TMA ring, producer warpgroup, wgmma consumers.
     out.push((v(HOPPER_N128_PLAIN), sixteen_bit_d64_128));
     out.push((v(HOPPER_N128_O), sixteen_bit_d64_128));

@@ -22,3 +22,50 @@ __device__ __forceinline__ float exp2_fast(float x) {
     return y;
 }
 
+
+// The exponent a kernel's FAST_EXP knob picks: ex2.approx.ftz, or the accurate exp2f.
+template <bool FAST> __device__ __forceinline__ float exp2_sel(float x) {
+    if constexpr (FAST) return exp2_fast(x);
+    else return exp2f(x);
+}
+
+// ---- online softmax (FlashAttention-2), base 2, threshold rescale ----------------------------
+// One row of a score fragment in the mma.sync C layout: this lane holds the row's elements
+// {2h, 2h + 1} of each n8 tile, and the 3 other lanes of its quad the rest of the row. With
+// p = 2^(s·sl - m), the running max m moves only when the tile's max exceeds it by more than
+// `tau` (log2 units; as in FlashAttention-4), so p <= 2^tau (exact range for 16-bit P, fp32 O
+// and l) and O is rescaled a handful of times per row instead of every tile; O, l and the LSE
+// use the same m, so the result is unchanged. Overwrites s with p, updates m and l (this lane's
+// partial sum), sets `moved` when m moved, and returns the factor for O's row (1 if it did
+// not). A row that has seen no key keeps m = -inf and l = 0. `scale()` gives the row's log2
+// scale, read after the row max (where a kernel keeps it per row, that is when its load is
+// issued: ptxas schedules the softmax around it).
+template <bool FAST, int N, typename Scale>
+__device__ __forceinline__ float online_softmax_row(float (&s)[N][4], int h, const Scale& scale, float& m, float& l,
+                                                    float tau, bool& moved) {
+    float mx = -SDPA_INF;
+#pragma unroll
+    for (int nt = 0; nt < N; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float sl = scale();
+    const float cand = mx * sl;
+    const float m_old = m;
+    const bool up = cand > m_old + tau;  // false while the row sees no key
+    const float m_new = up ? cand : m_old;
+    const float m_use = m_new == -SDPA_INF ? 0.f : m_new;  // row still sees no key
+    const float corr = up ? exp2_sel<FAST>(m_old - m_use) : 1.f;
+    moved = moved || up;
+    m = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < N; ++nt)
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+            const float pe = exp2_sel<FAST>(fmaf(s[nt][e], sl, -m_use));
+            s[nt][e] = pe;
+            sum += pe;
+        }
+    l = l * corr + sum;
+    return corr;
+}

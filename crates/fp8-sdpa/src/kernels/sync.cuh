@@ -1,5 +1,7 @@
-// Synchronization primitives: named barriers (sm_70+), mbarriers (sm_80+), thread-block
-// clusters and distributed shared memory (sm_90).
+// Synchronization primitives: named barriers (sm_70+), mbarriers (sm_80+, with sm_90's
+// transaction counts). Round 13's cluster and distributed-shared-memory primitives, unused
+// since the cluster pair left in round 23, left in round 27
+// (docs/results/2026-11-26-portable-round27/restore-cluster-primitives.patch).
 #pragma once
 #include "types.cuh"
 
@@ -51,72 +53,16 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
     } while (!done);
 }
 
-// ---- thread-block clusters (sm_90) ------------------------------------------------------------
-// A cluster's CTAs run at the same time on one GPC and can address each other's shared memory
-// (distributed shared memory). mapa.shared::cluster maps a shared::cta address of this CTA to
-// the same offset in CTA `rank`'s window (offsets are preserved); st.shared::cluster,
-// st.async and mbarrier.arrive ... .shared::cluster then write or arrive there. A remote access
-// is valid only once the target CTA has started (a cluster barrier after launch says so) and
-// until it exits (a cluster barrier before exit). barrier.cluster.arrive.release /
-// wait.acquire order every thread's earlier memory accesses, remote ones included, before
-// everyone's later ones (ptxas: MEMBAR.ALL.GPU before the arrive, CCTL.IVALL after the wait,
-// so only outside loops); .relaxed arrive orders nothing (a "has started" signal).
-// fence.mbarrier_init.release.cluster makes an mbarrier.init visible to the next cluster
-// barrier. In loops, data goes by st.async, whose bytes complete on the receiver's mbarrier,
-// and signals by remote arrivals with the default CTA-scope semantics. The rank and mapa are
-// constants of the CTA, so their asm is not volatile (ptxas may hoist them).
-// Below sm_90 they compile to nothing (rank 0): only sm_90a registers the kernels that use them.
+// ---- sm_90 only -----------------------------------------------------------------------------
+// Below sm_90 these compile to nothing: only sm_90a builds the kernels that use them.
 #if __CUDA_ARCH__ >= 900
 #define SDPA_SM90_ASM(...) asm volatile(__VA_ARGS__)
-#define SDPA_SM90_ASM_PURE(...) asm(__VA_ARGS__)
 #else
 #define SDPA_SM90_ASM(...) ((void)0)
-#define SDPA_SM90_ASM_PURE(...) ((void)0)
 #endif
-__device__ __forceinline__ u32 cluster_rank() {
-    u32 r = 0;
-    SDPA_SM90_ASM_PURE("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ u32 cluster_map(u32 addr, u32 rank) {
-    u32 r = 0;
-    SDPA_SM90_ASM_PURE("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
-    return r;
-}
-__device__ __forceinline__ void sts16_cluster(u32 addr, u32x4 v) {
-    SDPA_SM90_ASM("st.shared::cluster.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-                 : "memory");
-}
-// A remote arrive with the default semantics (release at CTA scope), as CUTLASS's cluster
-// barriers do. With .release.cluster ptxas puts MEMBAR.ALL.GPU before it, and with
-// .acquire.cluster on the wait a CCTL.IVALL (L1 invalidation) after it, each once per tile:
-// the first cluster-pair kernels ran 30 % slower than the 256-row tile with them (run 71).
-__device__ __forceinline__ void mbar_arrive_remote(u32 remote_bar) {
-    SDPA_SM90_ASM("mbarrier.arrive.shared::cluster.b64 _, [%0];" :: "r"(remote_bar) : "memory");
-}
 // One of the barrier's arrivals that also raises the phase's expected transaction bytes by
-// `bytes` (st.async's complete_tx lowers them; the phase completes at zero arrivals left and
-// zero bytes pending, and the byte count may go negative meanwhile).
+// `bytes` (a TMA copy's or st.async's complete_tx lowers them; the phase completes at zero
+// arrivals left and zero bytes pending, and the byte count may go negative meanwhile).
 __device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
     SDPA_SM90_ASM("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
 }
-// st.async: 16 bytes to the shared memory of a cluster peer (addr from mapa), completing 16
-// transaction bytes on the peer's mbarrier `remote_bar` once written. The data is visible to
-// whoever waits on that barrier's phase; no fence on the sender's side.
-__device__ __forceinline__ void sts16_async(u32 addr, u32x4 v, u32 remote_bar) {
-    SDPA_SM90_ASM("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
-                  :: "r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_bar) : "memory");
-}
-__device__ __forceinline__ void mbar_init_fence_cluster() {
-    SDPA_SM90_ASM("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-    SDPA_SM90_ASM("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() {
-    SDPA_SM90_ASM("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_sync() {
-    SDPA_SM90_ASM("barrier.cluster.arrive.release.aligned;\n barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-

@@ -276,3 +276,31 @@ __device__ __forceinline__ void decode16(u32x4 in, u32x4& out0, u32x4& out1) {
     Decode4<SRC, C>::run(in.z, out1.x, out1.y);
     Decode4<SRC, C>::run(in.w, out1.z, out1.w);
 }
+
+// ---- bf16 to f16 at a per-row power of two ---------------------------------------------------
+// Sixteen bf16 values (chunks a, b) of a row whose LANES chunk pairs sit in adjacent lanes, to
+// f16 at 2^k, k per row: the row's largest |x| lands in [2^14, 2^15), so every element down to
+// 2^-29 of it is exact in f16 (bf16's 8 significant bits fit f16's 11); smaller ones round as
+// f16 subnormals, an error far below bf16's own rounding of the largest terms. Returns k;
+// 2^-k (pow2_neg) undoes it (the portable kernel's fragment decode folds it into the softmax's
+// scale).
+__device__ __forceinline__ float pow2_neg(int k) { return __uint_as_float(u32(127 - k) << 23); }
+template <int LANES> __device__ __forceinline__ int bf16x16_to_f16_pow2(u32x4& a, u32x4& b) {
+    u32* wd[8] = {&a.x, &a.y, &a.z, &a.w, &b.x, &b.y, &b.z, &b.w};
+    float v[16], mx = 0.f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+        unpack2(bf16_t{}, *wd[e], v[2 * e], v[2 * e + 1]);
+        mx = fmaxf(mx, fmaxf(fabsf(v[2 * e]), fabsf(v[2 * e + 1])));
+    }
+#pragma unroll
+    for (int o = 1; o < LANES; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const int ex = int((__float_as_uint(mx) >> 23) & 0xffu);
+    // 141 = 14 + 127. Finite rows give k >= -113 (bf16's largest max lands below 2^15, under
+    // f16's 65504); zero rows (ex 0) are clamped to 100, which keeps 2^-k a normal float.
+    const int k = min(100, max(-126, 141 - ex));
+    const float sc = __uint_as_float(u32(k + 127) << 23);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) *wd[e] = pack2<half_t>(v[2 * e] * sc, v[2 * e + 1] * sc);
+    return k;
+}

@@ -76,7 +76,7 @@ use super::validate::{check_cu_seqlens, validate_varlen, CallDesc, VarlenDesc};
 use crate::error::{Error, Result};
 use crate::kernels::{geometry, registry};
 use crate::problem::AttnParams;
-use crate::variant::{Family, KernelSpec, SyncPolicy, Variant};
+use crate::variant::{Family, KernelSpec, Variant};
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 
 /// One attention call over a variable-length batch.
@@ -134,11 +134,12 @@ impl AttentionVarlen<'_> {
 
 /// Whether `variant` reads variable-length batches: the decode family (decode.cu's varlen
 /// mode, runtime/varlen_decode.rs), the Hopper family, and the portable family except its
-/// persistent decoupled-sync variants (the stream, whose K/V stream runs across work tiles).
+/// persistent variants (the stream, whose K/V stream runs across work tiles; the family's
+/// only persistent variants since round 27).
 pub fn reads_varlen(variant: &Variant) -> bool {
     match variant.family {
         Family::Decode | Family::Hopper => true,
-        Family::Portable => !(variant.persistent && variant.sync == SyncPolicy::Decoupled),
+        Family::Portable => !variant.persistent,
         Family::Reference => false,
     }
 }
@@ -343,7 +344,6 @@ mod tests {
     #[test]
     fn other_families_and_the_stream_are_unsupported() {
         let stream: Variant = "portable.m256.n128.w8.s3.b1.cthpedx".parse().unwrap();
-        let persistent: Variant = "portable.m64.n64.w4.s3.b2.ctpe".parse().unwrap();
         let decode: Variant = "decode.m16.n64.w4.s3.b2.cex".parse().unwrap();
         let args = (Arch::Sm90a, Precision::F16, 128, false);
         for v in [stream, Variant::reference()] {
@@ -361,8 +361,6 @@ mod tests {
         }
         // The decode family reads varlen batches (runtime/varlen_decode.rs).
         assert!(reads_varlen(&decode));
-        // The persistent grid without the stream reads varlen batches (portable.cu's run_blocks).
-        assert!(reads_varlen(&persistent));
         // So does the Hopper family (round 27), and dispatch takes it on sm_90a.
         let hopper = registry::default_variant(Arch::Sm90a, Precision::F16, 128, false);
         assert_eq!(hopper.family, Family::Hopper);

@@ -104,6 +104,8 @@ impl Space {
                 ],
                 "hopper.m128.n128.w12.s2.b1.w4ex",
             ),
+            // Portable: `Persistent` is the stream (persistent decoupled sync, 8-bit K/V; the
+            // rules reject it with block or light sync since round 27).
             Family::Portable => (
                 vec![
                     d(Persistent, Macro, &[0, 1]),
