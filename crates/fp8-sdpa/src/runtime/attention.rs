@@ -1,7 +1,7 @@
 //! The attention call: validate everything, pick a kernel, launch it on the caller's stream.
 
 use super::abi::SdpaParams;
-use super::device::Device;
+use super::device::{Device, LoadedKernel};
 use super::tensor::{TensorMut, TensorRef, VecMut, VecRef};
 use super::tma::{self, HopperMaps};
 use super::validate::{check_descale_values, validate, CallDesc, DescaleDesc, Validated};
@@ -208,43 +208,59 @@ impl Device {
         }
         let grid = [g[0] as u32, g[1] as u32, g[2] as u32];
         let params = sdpa_params(&call, &shape, [&a.q_descale, &a.k_descale, &a.v_descale])?;
-        let cfg = LaunchConfig {
-            grid_dim: (grid[0], grid[1], grid[2]),
-            block_dim: (spec.variant.threads(), 1, 1),
-            shared_mem_bytes: spec.dynamic_smem_bytes(),
-        };
-        // The hopper family also takes Q, K, V and O as TMA tensor maps (runtime/tma.rs).
-        let maps = if spec.variant.family == Family::Hopper {
-            Some(HopperMaps {
-                q: tma::encode("Q", &call.q, spec.variant.tile_m)?,
-                k: tma::encode("K", &call.k, spec.variant.tile_n)?,
-                v: tma::encode("V", &call.v, spec.variant.tile_n)?,
-                o: tma::encode("O", &call.o, 64)?,
-            })
-        } else {
-            None
-        };
         if spec.variant.family == Family::Decode {
             return super::decode::launch(stream, &kernel, &spec, &shape, &params, None, sm_count);
         }
-        let mut launch = stream.launch_builder(&kernel.function);
-        launch.arg(&params);
-        if let Some(maps) = &maps {
-            launch.arg(maps);
-        }
-        // SAFETY: `params` mirrors the kernel's by-value SdpaParams (layout test in abi.rs), and
-        // `maps`, for the hopper family, its HopperMaps (tma.rs);
-        // every pointer in it was validated to cover the shapes and strides the kernel reads
-        // and writes, and the borrowed slices outlive the queued launch through `a`'s guards.
-        unsafe { launch.launch(cfg) }
-            .map_err(Error::driver(format!("launching {}", spec.key())))?;
-        Ok(Launched {
-            spec,
-            grid,
-            block: spec.variant.threads(),
-            smem: spec.dynamic_smem_bytes(),
-        })
+        // SAFETY: every pointer in `params` was validated to cover the shapes and strides the
+        // kernel reads and writes, and the borrowed slices outlive the queued launch through
+        // `a`'s guards.
+        unsafe { launch_sdpa(stream, &kernel, spec, &call, grid, &params) }
     }
+}
+
+/// Launches a portable or Hopper kernel on `grid` with `params` and, for the Hopper family,
+/// Q, K, V and O's TMA tensor maps (runtime/tma.rs), built from `call`'s descriptions.
+///
+/// # Safety
+/// `params` must mirror the kernel's by-value SdpaParams (layout test in abi.rs) and describe
+/// memory the kernel may read and write for the whole launch: every pointer validated to cover
+/// what the kernel touches for `spec` and `grid`, and alive until the launch completes.
+pub(super) unsafe fn launch_sdpa(
+    stream: &CudaStream,
+    kernel: &LoadedKernel,
+    spec: KernelSpec,
+    call: &CallDesc,
+    grid: [u32; 3],
+    params: &SdpaParams,
+) -> Result<Launched> {
+    let cfg = LaunchConfig {
+        grid_dim: (grid[0], grid[1], grid[2]),
+        block_dim: (spec.variant.threads(), 1, 1),
+        shared_mem_bytes: spec.dynamic_smem_bytes(),
+    };
+    let maps = if spec.variant.family == Family::Hopper {
+        Some(HopperMaps {
+            q: tma::encode("Q", &call.q, spec.variant.tile_m)?,
+            k: tma::encode("K", &call.k, spec.variant.tile_n)?,
+            v: tma::encode("V", &call.v, spec.variant.tile_n)?,
+            o: tma::encode("O", &call.o, 64)?,
+        })
+    } else {
+        None
+    };
+    let mut launch = stream.launch_builder(&kernel.function);
+    launch.arg(params);
+    if let Some(maps) = &maps {
+        launch.arg(maps);
+    }
+    // SAFETY: the caller's contract (above); `maps` mirrors the Hopper kernels' HopperMaps.
+    unsafe { launch.launch(cfg) }.map_err(Error::driver(format!("launching {}", spec.key())))?;
+    Ok(Launched {
+        spec,
+        grid,
+        block: spec.variant.threads(),
+        smem: spec.dynamic_smem_bytes(),
+    })
 }
 
 /// Reads descales back and checks they are finite and > 0 (synchronizes the stream).

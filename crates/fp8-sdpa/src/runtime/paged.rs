@@ -95,23 +95,42 @@ pub struct PagedAttention<'a> {
 impl PagedAttention<'_> {
     /// The validation view of this call (K and V are the page pools).
     pub fn describe(&self) -> (CallDesc, PagedDesc) {
-        (
-            CallDesc {
-                q: self.q.desc,
-                k: self.kv.k_cache.desc,
-                v: self.kv.v_cache.desc,
-                o: self.o.desc,
-                lse: self.lse.as_ref().map(|l| (l.ptr, l.len)),
-                descales: [None, desc(&self.k_descale), desc(&self.v_descale)],
-                params: self.params,
-            },
-            PagedDesc {
-                block_table: (self.kv.block_table.ptr, self.kv.block_table.len),
-                max_pages: self.kv.max_pages,
-                seqlens_k: (self.kv.seqlens_k.ptr, self.kv.seqlens_k.len),
-            },
+        paged_views(
+            &self.q,
+            &self.kv,
+            &self.o,
+            &self.lse,
+            [&self.k_descale, &self.v_descale],
+            self.params,
         )
     }
+}
+
+/// The validation view of a paged call, dense or varlen: K and V are the page pools.
+fn paged_views(
+    q: &TensorRef<'_>,
+    kv: &PagedKv<'_>,
+    o: &TensorMut<'_>,
+    lse: &Option<VecMut<'_>>,
+    [k_descale, v_descale]: [&Option<Descale<'_>>; 2],
+    params: AttnParams,
+) -> (CallDesc, PagedDesc) {
+    (
+        CallDesc {
+            q: q.desc,
+            k: kv.k_cache.desc,
+            v: kv.v_cache.desc,
+            o: o.desc,
+            lse: lse.as_ref().map(|l| (l.ptr, l.len)),
+            descales: [None, desc(k_descale), desc(v_descale)],
+            params,
+        },
+        PagedDesc {
+            block_table: (kv.block_table.ptr, kv.block_table.len),
+            max_pages: kv.max_pages,
+            seqlens_k: (kv.seqlens_k.ptr, kv.seqlens_k.len),
+        },
+    )
 }
 
 /// One attention call over a paged cache whose queries are a variable-length batch: sequence
@@ -185,21 +204,17 @@ impl PagedAttentionVarlen<'_> {
     /// The validation view of this call (K and V are the page pools; the [`VarlenDesc`] has
     /// no `cu_seqlens_k`).
     pub fn describe(&self) -> (CallDesc, PagedDesc, VarlenDesc) {
+        let (call, paged) = paged_views(
+            &self.q,
+            &self.kv,
+            &self.o,
+            &self.lse,
+            [&self.k_descale, &self.v_descale],
+            self.params,
+        );
         (
-            CallDesc {
-                q: self.q.desc,
-                k: self.kv.k_cache.desc,
-                v: self.kv.v_cache.desc,
-                o: self.o.desc,
-                lse: self.lse.as_ref().map(|l| (l.ptr, l.len)),
-                descales: [None, desc(&self.k_descale), desc(&self.v_descale)],
-                params: self.params,
-            },
-            PagedDesc {
-                block_table: (self.kv.block_table.ptr, self.kv.block_table.len),
-                max_pages: self.kv.max_pages,
-                seqlens_k: (self.kv.seqlens_k.ptr, self.kv.seqlens_k.len),
-            },
+            call,
+            paged,
             VarlenDesc {
                 cu_seqlens_q: (self.cu_seqlens_q.ptr, self.cu_seqlens_q.len),
                 cu_seqlens_k: (0, 0),

@@ -67,17 +67,17 @@
 //! ```
 
 use super::attention::{
-    call_desc, check_descales, read_back, sdpa_params, CallOptions, Descale, KernelChoice, Launched,
+    call_desc, check_descales, launch_sdpa, read_back, sdpa_params, CallOptions, Descale,
+    KernelChoice, Launched,
 };
 use super::device::Device;
 use super::tensor::{IdxRef, TensorMut, TensorRef, VecMut};
-use super::tma::{self, HopperMaps};
 use super::validate::{check_cu_seqlens, validate_varlen, CallDesc, VarlenDesc};
 use crate::error::{Error, Result};
 use crate::kernels::{geometry, registry};
 use crate::problem::AttnParams;
 use crate::variant::{Family, KernelSpec, Variant};
-use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::CudaStream;
 
 /// One attention call over a variable-length batch.
 pub struct AttentionVarlen<'a> {
@@ -269,42 +269,13 @@ impl Device {
         params.cu_seqlens_k = vl.cu_seqlens_k.0;
         params.total_q = total_q as i32;
         params.total_k = total_k as i32;
-        let cfg = LaunchConfig {
-            grid_dim: (grid[0], grid[1], grid[2]),
-            block_dim: (spec.variant.threads(), 1, 1),
-            shared_mem_bytes: spec.dynamic_smem_bytes(),
-        };
-        // The Hopper family reads Q, K, V through tensor maps over the packed tensors (one
-        // "batch" of all the tokens; O's map is unused: varlen calls store from registers).
-        let maps = if spec.variant.family == Family::Hopper {
-            Some(HopperMaps {
-                q: tma::encode("Q", &call.q, spec.variant.tile_m)?,
-                k: tma::encode("K", &call.k, spec.variant.tile_n)?,
-                v: tma::encode("V", &call.v, spec.variant.tile_n)?,
-                o: tma::encode("O", &call.o, 64)?,
-            })
-        } else {
-            None
-        };
-        let mut launch = stream.launch_builder(&kernel.function);
-        launch.arg(&params);
-        if let Some(maps) = &maps {
-            launch.arg(maps);
-        }
-        // SAFETY: `params` mirrors the kernel's SdpaParams (layout test in abi.rs), `maps` the
-        // Hopper kernels' HopperMaps (tma.rs); the packed tensors were validated to cover
-        // `total` tokens each, the offset arrays to hold batch + 1 entries, and the kernel
-        // clamps every offset to the totals (TMA clips at the tensors' ends), so it reads and
-        // writes inside them whatever the offsets hold. The borrows outlive the queued launch
-        // through `a`'s guards.
-        unsafe { launch.launch(cfg) }
-            .map_err(Error::driver(format!("launching {}", spec.key())))?;
-        Ok(Launched {
-            spec,
-            grid,
-            block: spec.variant.threads(),
-            smem: spec.dynamic_smem_bytes(),
-        })
+        // SAFETY: the packed tensors were validated to cover `total` tokens each, the offset
+        // arrays to hold batch + 1 entries, and the kernel clamps every offset to the totals
+        // (TMA clips at the tensors' ends), so it reads and writes inside them whatever the
+        // offsets hold. The Hopper maps see the packed tensors as one batch (O's is unused:
+        // varlen calls store from registers). The borrows outlive the launch through `a`'s
+        // guards.
+        unsafe { launch_sdpa(stream, &kernel, spec, &call, grid, &params) }
     }
 }
 
