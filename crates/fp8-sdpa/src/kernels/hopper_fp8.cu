@@ -63,7 +63,7 @@ constexpr u32 OFF_O = RING_END, OFF_BAR = RING_END + (O_FITS ? O_BYTES : 0);
 static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 
 // The producer warpgroup transposes, so it keeps 32 registers; two consumers still get 240.
-constexpr int PRODUCER_REGS = 32;
+constexpr int PRODUCER_REGS = 40;
 // setmaxnreg moves registers within the block's launch allocation (65536 / THREADS per
 // thread, rounded down to 8, for each of its warpgroups): an inc past it waits forever.
 constexpr int POOL = 65536 / THREADS / 8 * 8 * (THREADS / 128);
@@ -82,30 +82,40 @@ __device__ __forceinline__ u32 phase_of(u32 use) { return (use / STAGES) & 1; }
 // {0, 1, 8, 9}[i], so lane (g, t) receives, in register i, columns 16c + 4t .. + 3 of key
 // 32kb + 16 (g / 4) + 2 (g % 4) + {0, 1, 8, 9}[i]; a 4x4 byte transpose makes one word per
 // column with those four keys, which is Vt's column group 32kb + 16 (g / 4) + 4 (g % 4).
+// Warp w takes the column chunks c = w + 4ci, every kb. The producer's issue slots are the
+// consumers' (one warp of each role per scheduler), so the addresses are per-lane bases set
+// once per block: both swizzles are XORs on bits 4-6 that split into a per-lane part and a
+// compile-time part of (ci, kb), and the rest is an immediate offset (51 -> ~17 instructions
+// per unit, round 28).
 __device__ __forceinline__ void transpose_v(u32 smem, u32 u) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     mbar_wait(bar_at(smem, R_FULL, u), phase_of(u));
     mbar_wait(bar_at(smem, V_EMPTY, u), phase_of(u) ^ 1);
     const u32 raw = smem + OFF_R + (u % STAGES) * KV_BYTES, vt = smem + OFF_V + (u % STAGES) * VT_BYTES;
+    constexpr int CPR = ROW / 16;  // 16-byte chunks per raw row
+    // Source row key_l + 32 kb (same swizzle for every kb), chunk c: (warp | 4ci % CPR) in the row.
     const int key_l = 16 * ((lane % 8) / 4) + 2 * (lane % 4) + (lane / 8 & 1) + 8 * (lane / 16);
-    constexpr int CHUNKS = D / 16;
-#pragma unroll 1
-    for (int unit = warp; unit < TILE_N / 32 * CHUNKS; unit += 4) {
-        const int kb = unit / CHUNKS, c = unit % CHUNKS, key = 32 * kb + key_l;
-        u32 r[4];
-        ldmatrix_x4(r, raw + (c / (ROW / 16)) * KV_SLAB + Raw::off(key, c % (ROW / 16)));
-        const u32 lo01 = prmt(r[0], r[1], 0x5140), hi01 = prmt(r[0], r[1], 0x7362);
-        const u32 lo23 = prmt(r[2], r[3], 0x5140), hi23 = prmt(r[2], r[3], 0x7362);
-        const u32 w[4] = {prmt(lo01, lo23, 0x5410), prmt(lo01, lo23, 0x7632), prmt(hi01, hi23, 0x5410),
-                          prmt(hi01, hi23, 0x7632)};
-        const int slot = 32 * kb + 16 * (g / 4) + 4 * (g % 4);
-        const u32 dst = vt + (slot / 128) * VT_SLAB + 4 * (g % 4);
+    const u32 src = raw + key_l * ROW + ((Raw::swz(key_l) ^ warp) << 4);
+    // Destination word e (column d = 16c + 4t + e, byte 4 (g % 4) of the column group): chunk
+    // (2 (kb % 4) + g / 4) ^ (d % 8) of row d = (g / 4 ^ (4 (t % 2) + e)) ^ 2 (kb % 4).
+    u32 dst[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int d = 16 * c + 4 * t + e;
-            sts_u32(dst + d * 128 + ((((slot % 128) / 16) ^ (d & 7)) << 4), w[e]);
+    for (int e = 0; e < 4; ++e)
+        dst[e] = vt + (16 * warp + 4 * t + e) * 128 + 4 * (g % 4) + (((g / 4) ^ (4 * (t % 2) + e)) << 4);
+#pragma unroll
+    for (int ci = 0; ci < D / 64; ++ci)
+#pragma unroll
+        for (int kb = 0; kb < TILE_N / 32; ++kb) {
+            u32 r[4];
+            ldmatrix_x4(r, (src ^ (((4 * ci) % CPR) << 4)) + (4 * ci / CPR) * KV_SLAB + 32 * kb * ROW);
+            const u32 lo01 = prmt(r[0], r[1], 0x5140), hi01 = prmt(r[0], r[1], 0x7362);
+            const u32 lo23 = prmt(r[2], r[3], 0x5140), hi23 = prmt(r[2], r[3], 0x7362);
+            const u32 w[4] = {prmt(lo01, lo23, 0x5410), prmt(lo01, lo23, 0x7632), prmt(hi01, hi23, 0x5410),
+                              prmt(hi01, hi23, 0x7632)};
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                sts_u32((dst[e] ^ ((kb % 4) << 5)) + (kb / 4) * VT_SLAB + 64 * ci * 128, w[e]);
         }
-    }
     // Vt is read by wgmma (the async proxy): every writer fences its own stores and arrives.
     fence_proxy_async_shared();
     mbar_arrive(bar_at(smem, V_FULL, u));
@@ -208,14 +218,9 @@ __device__ __forceinline__ void issue_pv(float (&ob)[DP / 2], const u32 (&pa)[TI
                                      kk > 0);
     wgmma_commit();
 }
-// O = (O + OB) * alpha (overlapped consumer, whole D): the finished block joins O, then O
-// moves to the newest block's max.
-__device__ __forceinline__ void add_block(float (&o)[D / 2], const float (&ob)[DP / 2], const float (&alpha)[2]) {
-#pragma unroll
-    for (int i = 0; i < DP / 2; ++i) o[i] = (o[i] + ob[i]) * alpha[(i >> 1) & 1];
-}
 // O = O * alpha + OB over columns [DP part, DP (part + 1)): accumulator register i of an
-// N = DP wgmma is register DP / 2 * part + i of the full-width layout.
+// N = DP wgmma is register DP / 2 * part + i of the full-width layout. One FFMA per element;
+// the overlapped consumer passes the alpha of OB's own block (kept from the softmax before).
 __device__ __forceinline__ void scale_add_part(float (&o)[D / 2], const float (&ob)[DP / 2], const float (&alpha)[2],
                                                int part) {
 #pragma unroll
@@ -244,18 +249,18 @@ __device__ __forceinline__ void to_p(const float (&s)[TILE_N / 2], u32 (&pa)[TIL
 __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw) {
     Scheduler sched(p);
     const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
-    const int group = p.heads_q / p.heads_kv;
     const u32 q_tile = smem + cw * 64 * ROW;
     u32 it = 0, t_local = 0;
     if (PINGPONG && cw == 1) bar_arrive(1, 256);
     for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x) {
         Tile w = sched.at(p, t);
         if (!w.live()) continue;
-        const int hkv = w.hq / group, q0 = w.m_block * TILE_M + cw * 64 + 16 * warp + g;
-        // Descales: Q's and K's scale the scores, V's the output.
+        const int q0 = w.m_block * TILE_M + cw * 64 + 16 * warp + g;
+        // The kv head, computed where it is needed rather than held across the key loop.
+        auto kv_head = [&] { return w.hq / (p.heads_q / p.heads_kv); };
+        // Descales: Q's and K's scale the scores, V's the output (at the epilogue).
         const float qd = p.q_descale ? p.q_descale[w.b * p.q_descale_stride_b + w.hq] : 1.f;
-        const float kd = p.k_descale ? p.k_descale[w.b * p.kv_descale_stride_b + hkv] : 1.f;
-        const float vd = p.v_descale ? p.v_descale[w.b * p.kv_descale_stride_b + hkv] : 1.f;
+        const float kd = p.k_descale ? p.k_descale[w.b * p.kv_descale_stride_b + kv_head()] : 1.f;
         const float sl2 = p.scale_log2 * qd * kd;
         float o[D / 2];
 #pragma unroll
@@ -273,7 +278,6 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
         auto v_tile = [&](u32 use) { return smem + OFF_V + (use % STAGES) * VT_BYTES; };
         float s[TILE_N / 2], alpha[2], ob[DP / 2];
         u32 pa[TILE_N / 32][4];
-        const float keep[2] = {1.f, 1.f};
         auto scores = [&](u32 u, int j) {
             mbar_wait(bar_at(smem, K_FULL, u), phase_of(u));
             turn_wait(cw);
@@ -300,8 +304,11 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
             }
         };
         if (w.n_blocks > 0 && OVERLAP) {
-            // softmax(j) while P.V(j + 1) runs, as in hopper.cu.
+            // softmax(j) while P.V(j + 1) runs, as in hopper.cu. O joins block j + 1's P.V at
+            // that block's max, O = O * alpha(j + 1) + OB: one FFMA per element (O = (O + OB) *
+            // alpha(j) took two; round 28), so block j's alpha waits a turn in `pend`.
             int j = w.n_blocks - 1;
+            float pend[2] = {0.f, 0.f};  // O is empty before the first block
             scores(it, j);
             to_p(s, pa);
             for (--j; j >= 0; --j, ++it) {
@@ -319,10 +326,12 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
                 wgmma_wait<0>();
                 wgmma_hold(ob);
                 if (lane == 0) mbar_arrive(bar_at(smem, V_EMPTY, it));
-                add_block(o, ob, alpha);
+                scale_add_part(o, ob, pend, 0);
+                pend[0] = alpha[0];
+                pend[1] = alpha[1];
                 to_p(s, pa);
             }
-            values(it++, keep);  // O is at the last block's max already
+            values(it++, pend);
         } else {
             for (int j = w.n_blocks - 1; j >= 0; --j, ++it) {
                 scores(it, j);
@@ -330,6 +339,8 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
                 values(it, alpha);
             }
         }
+        // V's descale is read here rather than held across the key loop (no register to spare).
+        const float vd = p.v_descale ? p.v_descale[w.b * p.kv_descale_stride_b + kv_head()] : 1.f;
         epilogue(p, maps, smem, cw, w, o, rs, q0, sl2, vd);
     }
     if (STAGE_O && tid == 0) bulk_wait_read<0>();

@@ -105,17 +105,23 @@ __device__ __forceinline__ void seq_counts(const SdpaParams& p, const Tile& w, i
 // Masks the score tile of key block n0 for this thread's two rows (query rows q0, q0 + 8 of a
 // sequence of n_q queries and n_k keys).
 __device__ __forceinline__ void mask_scores(float (&s)[TILE_N / 2], int n0, int q0, int t4, int n_q, int n_k) {
+    // Element (j, e) is key n0 + 2 t4 + 8j + (e & 1) of row q0 + 8 (e >> 1); it is visible
+    // iff 8j + (e & 1) < rel[e >> 1], its row's first invisible key minus n0 + 2 t4. Compared
+    // with immediates, so the edge path needs two registers (the FP8 consumer has no more).
+    int rel[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        int limit = n_k;  // first invisible key
+#if SDPA_CAUSAL
+        limit = min(limit, q0 + 8 * r + n_k - n_q + 1);
+#endif
+        rel[r] = limit - n0 - 2 * t4;
+    }
 #pragma unroll
     for (int j = 0; j < TILE_N / 8; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int col = n0 + 8 * j + 2 * t4 + (e & 1);
-            int limit = n_k;  // first invisible key
-#if SDPA_CAUSAL
-            limit = min(limit, q0 + (e >> 1) * 8 + n_k - n_q + 1);
-#endif
-            if (col >= limit) s[4 * j + e] = -SDPA_INF;
-        }
+        for (int e = 0; e < 4; ++e)
+            if (8 * j + (e & 1) >= rel[e >> 1]) s[4 * j + e] = -SDPA_INF;
 }
 
 // Masks key block j for one warpgroup (cw) of tile w where the block crosses the sequence's
