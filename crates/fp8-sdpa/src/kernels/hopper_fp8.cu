@@ -62,7 +62,8 @@ constexpr bool O_FITS = RING_END + O_BYTES + 8 * N_BARS + 1024 <= 232448, STAGE_
 constexpr u32 OFF_O = RING_END, OFF_BAR = RING_END + (O_FITS ? O_BYTES : 0);
 static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 
-// The producer warpgroup transposes, so it keeps 32 registers; two consumers still get 240.
+// The producer warpgroup transposes with unrolled units (round 28), so it keeps 40 registers
+// (at 32 it spilled); the consumers keep 232 each (40 + 2 x 232 = the 504 of the launch bound).
 constexpr int PRODUCER_REGS = 40;
 // setmaxnreg moves registers within the block's launch allocation (65536 / THREADS per
 // thread, rounded down to 8, for each of its warpgroups): an inc past it waits forever.
