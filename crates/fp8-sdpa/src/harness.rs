@@ -37,6 +37,18 @@ fn drv(ctx: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
     Error::driver(ctx)
 }
 
+/// Waits for the run on `stream`, then reads O's bytes and the LSE back.
+fn read_output(
+    stream: &Arc<CudaStream>,
+    o: &CudaSlice<u8>,
+    lse: &CudaSlice<f32>,
+) -> Result<(Vec<u8>, Vec<f32>)> {
+    stream.synchronize().map_err(drv("running the kernel"))?;
+    let o_bytes = stream.clone_dtoh(o).map_err(drv("reading O"))?;
+    let lse = stream.clone_dtoh(lse).map_err(drv("reading LSE"))?;
+    Ok((o_bytes, lse))
+}
+
 impl DeviceCase {
     /// Uploads `case`'s inputs (in its layout) and allocates O and LSE.
     pub fn upload(stream: &Arc<CudaStream>, case: &HostCase) -> Result<DeviceCase> {
@@ -135,9 +147,7 @@ impl DeviceCase {
             };
             dev.attention(stream, &a, opts)?
         };
-        stream.synchronize().map_err(drv("running the kernel"))?;
-        let o_bytes = stream.clone_dtoh(&self.o).map_err(drv("reading O"))?;
-        let lse = stream.clone_dtoh(&self.lse).map_err(drv("reading LSE"))?;
+        let (o_bytes, lse) = read_output(stream, &self.o, &self.lse)?;
         let o_bshd = from_layout(&o_bytes, out_t.size(), qd, layout);
         Ok(RunOutput {
             o: decode_out(out_t, &o_bshd),
@@ -277,9 +287,7 @@ impl DeviceVarlenCase {
             };
             dev.attention_varlen(stream, &a, opts)?
         };
-        stream.synchronize().map_err(drv("running the kernel"))?;
-        let o_bytes = stream.clone_dtoh(&self.o).map_err(drv("reading O"))?;
-        let lse = stream.clone_dtoh(&self.lse).map_err(drv("reading LSE"))?;
+        let (o_bytes, lse) = read_output(stream, &self.o, &self.lse)?;
         Ok(RunOutput {
             o: decode_out(out_t, &o_bytes),
             lse,
@@ -455,9 +463,7 @@ impl DevicePagedVarlenCase {
             };
             dev.paged_attention_varlen(stream, &a, opts)?
         };
-        stream.synchronize().map_err(drv("running the kernel"))?;
-        let o_bytes = stream.clone_dtoh(&self.o).map_err(drv("reading O"))?;
-        let lse = stream.clone_dtoh(&self.lse).map_err(drv("reading LSE"))?;
+        let (o_bytes, lse) = read_output(stream, &self.o, &self.lse)?;
         Ok(RunOutput {
             o: decode_out(out_t, &o_bytes),
             lse,

@@ -300,6 +300,35 @@ fn other_families_are_unsupported_for_varlen() {
 
 const GUARD: usize = 256;
 
+/// Waits for the call, then asserts that the guard zones around O (0x5a5a) and the LSE (7.0)
+/// are as they were uploaded.
+fn assert_guards_intact(
+    stream: &Arc<cudarc::driver::CudaStream>,
+    o: &cudarc::driver::CudaSlice<u16>,
+    lse: &cudarc::driver::CudaSlice<f32>,
+    what: &str,
+) {
+    stream.synchronize().expect("the kernel stays in bounds");
+    let oh = stream.clone_dtoh(o).unwrap();
+    let lh = stream.clone_dtoh(lse).unwrap();
+    let n = oh.len();
+    assert!(
+        oh[..GUARD]
+            .iter()
+            .chain(&oh[n - GUARD..])
+            .all(|&x| x == 0x5a5a),
+        "O's guard zones were written ({what})"
+    );
+    let n = lh.len();
+    assert!(
+        lh[..GUARD]
+            .iter()
+            .chain(&lh[n - GUARD..])
+            .all(|&x| x == 7.0),
+        "the LSE's guard zones were written ({what})"
+    );
+}
+
 /// Bad offsets are typed errors when checked (the default), and with the check off the
 /// kernel clamps them to the packed tensors: the call runs, and nothing outside O and the LSE
 /// is written (guard zones around both stay as they were). Run it under compute-sanitizer to
@@ -386,25 +415,7 @@ fn bad_offsets_are_refused_or_clamped_in_bounds() {
                     (Err(Error::InvalidInput(m)), false) => assert!(m.contains(want), "{m}"),
                     _ => panic!("offsets {cu_q:?} / {cu_k:?}, check {check}: {r:?}"),
                 }
-                stream.synchronize().expect("the kernel stays in bounds");
-                let oh = stream.clone_dtoh(&o).unwrap();
-                let lh = stream.clone_dtoh(&lse).unwrap();
-                let n = oh.len();
-                assert!(
-                    oh[..GUARD]
-                        .iter()
-                        .chain(&oh[n - GUARD..])
-                        .all(|&x| x == 0x5a5a),
-                    "O's guard zones were written ({cu_q:?})"
-                );
-                let n = lh.len();
-                assert!(
-                    lh[..GUARD]
-                        .iter()
-                        .chain(&lh[n - GUARD..])
-                        .all(|&x| x == 7.0),
-                    "the LSE's guard zones were written ({cu_q:?})"
-                );
+                assert_guards_intact(&stream, &o, &lse, &format!("{cu_q:?}"));
             }
         }
     }
@@ -501,25 +512,7 @@ fn paged_varlen_bad_offsets_and_lengths_are_refused_or_clamped_in_bounds() {
                     (Err(Error::InvalidInput(m)), false) => assert!(m.contains(want), "{m}"),
                     _ => panic!("offsets {cu_q:?}, lengths {lens:?}, check {check}: {r:?}"),
                 }
-                stream.synchronize().expect("the kernel stays in bounds");
-                let oh = stream.clone_dtoh(&o).unwrap();
-                let lh = stream.clone_dtoh(&lse).unwrap();
-                let n = oh.len();
-                assert!(
-                    oh[..GUARD]
-                        .iter()
-                        .chain(&oh[n - GUARD..])
-                        .all(|&x| x == 0x5a5a),
-                    "O's guard zones were written ({cu_q:?})"
-                );
-                let n = lh.len();
-                assert!(
-                    lh[..GUARD]
-                        .iter()
-                        .chain(&lh[n - GUARD..])
-                        .all(|&x| x == 7.0),
-                    "the LSE's guard zones were written ({cu_q:?})"
-                );
+                assert_guards_intact(&stream, &o, &lse, &format!("{cu_q:?}"));
             }
         }
     }

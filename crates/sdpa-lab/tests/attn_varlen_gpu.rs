@@ -96,6 +96,32 @@ fn attn(input: &Path, output: &Path, extra: &[&str]) -> Output {
     Command::new(bin()).args(args).output().unwrap()
 }
 
+/// Checks the file `attn` wrote against the float64 reference of `host`'s inputs: O packed
+/// `[total_q, heads_q, dim]` within the precision's thresholds, the LSE `[heads_q, total_q]`
+/// within the LSE tolerances.
+fn check_output(output: &Path, host: &HostVarlenCase, precision: Precision, name: &str) {
+    let bytes = std::fs::read(output).unwrap();
+    let f = SafeTensors::deserialize(&bytes).unwrap();
+    let (o, lse) = (f.tensor("o").unwrap(), f.tensor("lse").unwrap());
+    let s = &host.spec.shape;
+    assert_eq!(o.shape(), &[s.total_q(), HQ, D], "{name}");
+    assert_eq!(lse.shape(), &[HQ, s.total_q()], "{name}");
+    let scale = (1.0 / (D as f32).sqrt()) as f64; // the CLI's default, exactly
+    let want = host.reference_dequantized(scale).unwrap();
+    let t = Thresholds::for_precision(precision);
+    let stats = t
+        .compare(&decode_out(precision.out(), o.data()), &want.o)
+        .unwrap();
+    t.check(&stats).unwrap_or_else(|e| panic!("{name}: O: {e}"));
+    let got_lse: Vec<f32> = lse
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let l = compare(&got_lse, &want.lse, LSE_ATOL, LSE_RTOL).unwrap();
+    assert_eq!(l.bad, 0, "{name}: LSE {l:?}");
+}
+
 /// fp16 and FP8-KV (per-sequence descales), causal and not, through the binary.
 #[test]
 #[ignore = "needs a GPU"]
@@ -128,26 +154,7 @@ fn attn_reads_a_varlen_batch() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{name}: attn failed: {err}");
         assert!(err.contains("in 7 sequences"), "{err}");
-        let bytes = std::fs::read(&output).unwrap();
-        let f = SafeTensors::deserialize(&bytes).unwrap();
-        let (o, lse) = (f.tensor("o").unwrap(), f.tensor("lse").unwrap());
-        let s = &host.spec.shape;
-        assert_eq!(o.shape(), &[s.total_q(), HQ, D], "{name}");
-        assert_eq!(lse.shape(), &[HQ, s.total_q()], "{name}");
-        let scale = (1.0 / (D as f32).sqrt()) as f64; // the CLI's default, exactly
-        let want = host.reference_dequantized(scale).unwrap();
-        let t = Thresholds::for_precision(precision);
-        let stats = t
-            .compare(&decode_out(precision.out(), o.data()), &want.o)
-            .unwrap();
-        t.check(&stats).unwrap_or_else(|e| panic!("{name}: O: {e}"));
-        let got_lse: Vec<f32> = lse
-            .data()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect();
-        let l = compare(&got_lse, &want.lse, LSE_ATOL, LSE_RTOL).unwrap();
-        assert_eq!(l.bad, 0, "{name}: LSE {l:?}");
+        check_output(&output, &host, precision, &name);
     }
 }
 
@@ -289,26 +296,7 @@ fn attn_reads_variable_length_queries_over_a_paged_cache() {
                 && err.contains("decode."),
             "{err}"
         );
-        let bytes = std::fs::read(&output).unwrap();
-        let f = SafeTensors::deserialize(&bytes).unwrap();
-        let (o, lse) = (f.tensor("o").unwrap(), f.tensor("lse").unwrap());
-        let s = &host.spec.shape;
-        assert_eq!(o.shape(), &[s.total_q(), HQ, D], "{name}");
-        assert_eq!(lse.shape(), &[HQ, s.total_q()], "{name}");
-        let scale = (1.0 / (D as f32).sqrt()) as f64;
-        let want = host.reference_dequantized(scale).unwrap();
-        let t = Thresholds::for_precision(precision);
-        let stats = t
-            .compare(&decode_out(precision.out(), o.data()), &want.o)
-            .unwrap();
-        t.check(&stats).unwrap_or_else(|e| panic!("{name}: O: {e}"));
-        let got_lse: Vec<f32> = lse
-            .data()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect();
-        let l = compare(&got_lse, &want.lse, LSE_ATOL, LSE_RTOL).unwrap();
-        assert_eq!(l.bad, 0, "{name}: LSE {l:?}");
+        check_output(&output, &host, precision, &name);
     }
 }
 

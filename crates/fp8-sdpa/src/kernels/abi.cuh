@@ -44,3 +44,11 @@ struct SdpaParams {
     const int* cu_seqlens_k;  // [batch + 1] token offsets into K/V
     int total_q, total_k;     // tokens of the packed tensors (the offsets are clamped to them)
 };
+
+// Sequence b of a variable-length batch: its first token `off` and its length `n`, read from the
+// offsets `cu` and clamped to the packed tensors' `total` tokens, so that offsets the host did not
+// check never address outside them. Every family's varlen mode cuts its sequences out this way.
+__device__ __forceinline__ void seq_span(const int* cu, int b, int total, int& off, int& n) {
+    off = min(max(cu[b], 0), total);
+    n = min(max(cu[b + 1], off), total) - off;
+}

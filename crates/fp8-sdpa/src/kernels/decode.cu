@@ -212,17 +212,16 @@ __device__ __forceinline__ int q_col(int kk, int i, int t4) {
 // so bad offsets never address outside them. Returns the sequence's first token (the LSE's
 // and the partials' rows are [heads_q, total_q]).
 __device__ __forceinline__ int seq_view(SdpaParams& p, const DecodeParams& d, int b) {
-    const int q0 = min(max(p.cu_seqlens_q[b], 0), p.total_q), q1 = min(max(p.cu_seqlens_q[b + 1], q0), p.total_q);
+    int q0, k0;
+    seq_span(p.cu_seqlens_q, b, p.total_q, q0, p.seq_q);
     p.q = reinterpret_cast<const T*>(p.q) + i64(q0) * p.q_stride_s;
     p.o = reinterpret_cast<OutT*>(p.o) + i64(q0) * p.o_stride_s;
-    p.seq_q = q1 - q0;
     if (d.block_table) {
         p.seq_kv = int(min(max(i64(d.seqlens_k[b]), i64(0)), i64(d.max_pages) * d.page_size));
     } else {
-        const int k0 = min(max(p.cu_seqlens_k[b], 0), p.total_k), k1 = min(max(p.cu_seqlens_k[b + 1], k0), p.total_k);
+        seq_span(p.cu_seqlens_k, b, p.total_k, k0, p.seq_kv);
         p.k = reinterpret_cast<const KvT*>(p.k) + i64(k0) * p.k_stride_s;
         p.v = reinterpret_cast<const KvT*>(p.v) + i64(k0) * p.v_stride_s;
-        p.seq_kv = k1 - k0;
     }
     return q0;
 }

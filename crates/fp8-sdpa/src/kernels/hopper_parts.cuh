@@ -33,11 +33,6 @@ struct Tile {
     __device__ bool live() const { return !VARLEN || m_block * TILE_M < n_q; }
 };
 
-// Sequence b's first token and length from offsets `cu`, clamped to `total` tokens.
-__device__ __forceinline__ void seq_span(const int* cu, int b, int total, int& off, int& n) {
-    off = min(max(cu[b], 0), total);
-    n = min(max(cu[b + 1], off), total) - off;
-}
 
 struct Scheduler {
     int m_blocks, heads, tiles, section;

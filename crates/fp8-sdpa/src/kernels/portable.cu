@@ -309,15 +309,14 @@ __device__ __forceinline__ Work make_work(const SdpaParams& p, int mb, int hq, i
 // outside them. Returns false for an m-block past the sequence's end (the grid covers the
 // longest).
 __device__ __forceinline__ bool varlen_view(SdpaParams& p, int b, int mb) {
-    const int q0 = min(max(p.cu_seqlens_q[b], 0), p.total_q), q1 = min(max(p.cu_seqlens_q[b + 1], q0), p.total_q);
-    const int k0 = min(max(p.cu_seqlens_k[b], 0), p.total_k), k1 = min(max(p.cu_seqlens_k[b + 1], k0), p.total_k);
+    int q0, k0;
+    seq_span(p.cu_seqlens_q, b, p.total_q, q0, p.seq_q);
+    seq_span(p.cu_seqlens_k, b, p.total_k, k0, p.seq_kv);
     p.q = (const q_t*)p.q + q0 * p.q_stride_s;
     p.o = (o_t*)p.o + q0 * p.o_stride_s;
     p.k = (const kv_t*)p.k + k0 * p.k_stride_s;
     p.v = (const kv_t*)p.v + k0 * p.v_stride_s;
     if (p.lse) p.lse += q0;  // [heads_q, total_q] (write_out)
-    p.seq_q = q1 - q0;
-    p.seq_kv = k1 - k0;
     return mb * BM < p.seq_q;
 }
 

@@ -225,6 +225,30 @@ impl PagedAttentionVarlen<'_> {
     }
 }
 
+/// Reads a paged call's block table and sequence lengths back and checks them
+/// ([`check_page_table`]): the dense and varlen paged calls' shared check.
+fn check_table_on_device(
+    stream: &CudaStream,
+    paged: &PagedDesc,
+    page_size: usize,
+    pages: usize,
+) -> Result<()> {
+    let table = read_back::<i32>(
+        stream,
+        paged.block_table.0,
+        paged.block_table.1,
+        "reading the block table back",
+    )?;
+    let lens = read_back::<i32>(
+        stream,
+        paged.seqlens_k.0,
+        paged.seqlens_k.1,
+        "reading seqlens_k back",
+    )?;
+    check_page_table(&table, &lens, paged.max_pages, page_size, pages)?;
+    Ok(())
+}
+
 impl Device {
     /// Validates `a`, then launches the decode family's varlen mode over the paged cache on
     /// `stream` ([`super::varlen_decode`]): the caller's decode variant, or the decode
@@ -260,19 +284,7 @@ impl Device {
                 "reading cu_seqlens_q back",
             )?;
             check_cu_seqlens_q(&cu_q, call.q.shape[1], vl.max_seqlen_q)?;
-            let table = read_back::<i32>(
-                stream,
-                paged.block_table.0,
-                paged.block_table.1,
-                "reading the block table back",
-            )?;
-            let lens = read_back::<i32>(
-                stream,
-                paged.seqlens_k.0,
-                paged.seqlens_k.1,
-                "reading seqlens_k back",
-            )?;
-            check_page_table(&table, &lens, paged.max_pages, page_size, call.k.shape[0])?;
+            check_table_on_device(stream, &paged, page_size, call.k.shape[0])?;
         }
         let arch = self.info().arch;
         let variant = super::varlen_decode::choose_paged(
@@ -317,19 +329,7 @@ impl Device {
                 stream,
                 [("Q", &none), ("K", &a.k_descale), ("V", &a.v_descale)],
             )?;
-            let table = read_back::<i32>(
-                stream,
-                paged.block_table.0,
-                paged.block_table.1,
-                "reading the block table back",
-            )?;
-            let lens = read_back::<i32>(
-                stream,
-                paged.seqlens_k.0,
-                paged.seqlens_k.1,
-                "reading seqlens_k back",
-            )?;
-            check_page_table(&table, &lens, paged.max_pages, page_size, call.k.shape[0])?;
+            check_table_on_device(stream, &paged, page_size, call.k.shape[0])?;
         }
         let variant = match opts.kernel {
             KernelChoice::Auto => dispatch::choose_paged(
