@@ -626,12 +626,16 @@ impl KernelSpec {
             Family::Hopper
                 if !matches!(
                     self.precision,
-                    Precision::F16 | Precision::Bf16 | Precision::Fp8
+                    Precision::F16
+                        | Precision::Bf16
+                        | Precision::Fp8
+                        | Precision::Fp8KvF16
+                        | Precision::Fp8KvBf16
                 ) =>
             {
                 fail(format!(
-                    "the hopper family runs fp16, bf16 and full FP8 so far, not {}; the portable \
-                     family serves FP8-KV and simulated FP8",
+                    "the hopper family runs fp16, bf16, FP8-KV (E4M3 K/V) and full FP8, not {}; \
+                     the portable family serves simulated FP8",
                     self.precision.name()
                 ))
             }
@@ -780,7 +784,7 @@ impl KernelSpec {
 
     /// Hopper family: shared memory without the O tile. hopper.cu (16-bit): Q (tile_m rows)
     /// and `stages` K and V tiles of tile_n rows, 16-bit; two mbarriers for Q and four per
-    /// stage. hopper_fp8.cu: 8-bit Q, and per stage K, raw V and transposed V tiles; two
+    /// stage; FP8-KV adds `stages` K and V code tiles and four mbarriers per stage. hopper_fp8.cu: 8-bit Q, and per stage K, raw V and transposed V tiles; two
     /// mbarriers for Q and six per stage. Both: 1024 bytes to round the base up to the
     /// 128-byte swizzle's 1024-byte period.
     fn hopper_ring_bytes(&self) -> u32 {
@@ -791,8 +795,15 @@ impl KernelSpec {
             let vt = d * 128 * v.tile_n.div_ceil(128);
             v.tile_m * d + v.stages * (2 * v.tile_n * d + vt) + 8 * (2 + 6 * v.stages) + 1024
         } else {
+            // FP8-KV: the codes of K and V land in rings of their own (four more mbarriers per
+            // stage) and the producer warpgroup decodes them into the 16-bit tiles.
             let row = 2 * d;
-            v.tile_m * row + 2 * v.stages * v.tile_n * row + 8 * (2 + 4 * v.stages) + 1024
+            let codes = if self.precision.is_fp8_kv() {
+                2 * v.stages * v.tile_n * d + 8 * 4 * v.stages
+            } else {
+                0
+            };
+            v.tile_m * row + 2 * v.stages * v.tile_n * row + codes + 8 * (2 + 4 * v.stages) + 1024
         }
     }
 

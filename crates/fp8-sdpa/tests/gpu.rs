@@ -353,8 +353,9 @@ fn fragment_decode_matches_the_cpu_reference() {
                 90 + 8 * i as u64 + j as u64,
             );
             let spec = check(&dev, &stream, &host, KernelChoice::Auto);
-            // Full FP8 at D64/D128 runs on the Hopper family's 8-bit wgmma since round 25.
-            if dev.info().arch == Arch::Sm90a && (p != Precision::Fp8 || d == 256) {
+            // Full FP8 runs on the Hopper family's 8-bit wgmma: D64/D128 since round 25, D256
+            // since round 27.
+            if dev.info().arch == Arch::Sm90a && p != Precision::Fp8 {
                 assert!(spec.variant.fragment_decode, "{}", spec.key());
             } else if dev.info().arch == Arch::Sm90a {
                 assert_eq!(
@@ -365,6 +366,53 @@ fn fragment_decode_matches_the_cpu_reference() {
                 );
             }
         }
+    }
+}
+
+/// The Hopper family's FP8-KV tiles (E4M3 K/V decoded by the producer warpgroup), by head dim.
+const HOPPER_KV8_TILES: [(usize, &str); 4] = [
+    (128, "hopper.m128.n128.w12.s2.b1.w4pogex"),
+    (64, "hopper.m128.n128.w12.s2.b1.w4pogex"),
+    (128, "hopper.m128.n128.w12.s2.b1.w4ogex"),
+    (64, "hopper.m128.n128.w12.s2.b1.w4oex"),
+];
+
+#[test]
+#[ignore = "needs a GPU (sm_90a for the Hopper family)"]
+fn hopper_fp8_kv_matches_the_cpu_reference() {
+    // Ragged lengths, GQA, both layouts, causal and not, f16 and bf16 Q; then through dispatch,
+    // which takes the persistent tile for non-causal FP8-KV at D128 (round 29).
+    let dev = device();
+    assert_eq!(
+        dev.info().arch,
+        Arch::Sm90a,
+        "the Hopper family needs an sm_90a GPU"
+    );
+    let stream = dev.new_stream().unwrap();
+    let precisions = [Precision::Fp8KvF16, Precision::Fp8KvBf16];
+    for spec in check_ragged_variants(&dev, &stream, &HOPPER_KV8_TILES, &precisions, 170) {
+        assert_eq!(
+            spec.variant.family,
+            fp8_sdpa::Family::Hopper,
+            "{}",
+            spec.key()
+        );
+    }
+    for (j, p) in precisions.into_iter().enumerate() {
+        let host = case(
+            p,
+            (4, 1024, 1100, 16, 4, 128),
+            false,
+            Layout::Bshd,
+            190 + j as u64,
+        );
+        let spec = check(&dev, &stream, &host, KernelChoice::Auto);
+        assert_eq!(
+            spec.variant.family,
+            fp8_sdpa::Family::Hopper,
+            "{}",
+            spec.key()
+        );
     }
 }
 

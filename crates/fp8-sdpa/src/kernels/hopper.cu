@@ -5,15 +5,21 @@
 // MN-major). Blocks walk a list of work tiles (batch, head, m-block), heaviest first under
 // causal; with a grid smaller than the list (persistent) a block keeps the ring running
 // across tiles and loads the next tile's Q while its consumers finish the current one.
+// FP8-KV (E4M3 K/V, 16-bit Q): TMA lands the codes in rings of their own and the whole
+// producer warpgroup decodes them into the 16-bit K and V tiles, so the consumers are unchanged
+// and spend no issue slot on the decode; K's descale joins the softmax scale, V's the epilogue.
 //
 // Shared memory (every tile 1024-byte aligned, the 128-byte swizzle's period), each tile in
 // 64-column slabs of 128-byte rows, as TMA's SWIZZLE_128B writes a box of 64 x rows:
 //   Q [SLABS][TILE_M][64], K[STAGES][SLABS][TILE_N][64], V[STAGES][SLABS][TILE_N][64],
-//   then the mbarriers.
+//   (FP8-KV: per stage K's then V's codes, [D / RAW_ROW][TILE_N][RAW_ROW] bytes), then the
+//   mbarriers.
 // Barriers: Q_FULL / Q_EMPTY (one Q per tile), K_FULL / K_EMPTY and V_FULL / V_EMPTY per
 // stage. FULL completes on the TMA's bytes (the producer's arrive_expect_tx is the one
 // arrival); EMPTY on one arrival per consumer warp after the wgmma that read the buffer has
-// completed. Phase bits follow the running use count of each barrier.
+// completed. Phase bits follow the running use count of each barrier. FP8-KV: K_FULL and
+// V_FULL complete on one arrival per producer warp after its decode; the code stages have
+// RK_/RV_FULL (TMA bytes) and RK_/RV_EMPTY (one arrival per producer warp after its reads).
 #include "types.cuh"
 #include "softmax.cuh"
 #include "sync.cuh"
@@ -21,8 +27,10 @@
 #include "wgmma.cuh"
 #include "abi.cuh"
 
-typedef SDPA_Q_T T;      // Q, K, V and compute type (fp16 or bf16)
+typedef SDPA_Q_T T;      // Q and compute type (fp16 or bf16)
+typedef SDPA_KV_T KvT;   // K/V storage: T, or E4M3 (FP8-KV), decoded to T by the producer warpgroup
 typedef SDPA_O_T OutT;
+constexpr bool KV8 = Same<KvT, e4m3_t>::value;
 
 constexpr int D = SDPA_HEAD_DIM;
 constexpr int TILE_N = SDPA_TILE_N;
@@ -39,16 +47,23 @@ constexpr bool PINGPONG = SDPA_PINGPONG && CONSUMERS == 2;  // warpgroups take t
 constexpr bool VARLEN = SDPA_VARLEN != 0;  // packed sequences (abi.cuh), cut out by the scheduler
 static_assert(TILE_M == 64 * CONSUMERS, "one 64-row wgmma tile per consumer warpgroup");
 static_assert(D % 64 == 0 && TILE_N % 16 == 0 && TILE_N <= 256, "tile shape");
-static_assert(Same<T, half_t>::value || Same<T, bf16_t>::value, "16-bit Q/K/V only");
+static_assert(Same<T, half_t>::value || Same<T, bf16_t>::value, "16-bit Q");
+static_assert(KV8 || Same<KvT, T>::value, "K/V in Q's type, or E4M3");
 
 constexpr u32 Q_SLAB = TILE_M * 128, KV_SLAB = TILE_N * 128;
 constexpr u32 Q_BYTES = Q_SLAB * SLABS, KV_BYTES = KV_SLAB * SLABS;
+// FP8-KV: TMA lands K's and V's codes in rings of their own (RAW_ROW-byte rows, swizzled as
+// TMA writes them), one code stage per 16-bit stage, with barriers of their own.
+constexpr u32 RAW_ROW = D < 128 ? D : 128, RAW_SLAB = TILE_N * RAW_ROW, RAW_BYTES = KV8 ? TILE_N * D : 0;
 enum : u32 { Q_FULL = 0, Q_EMPTY = 1, K_FULL = 2, K_EMPTY = K_FULL + STAGES,
-             V_FULL = K_EMPTY + STAGES, V_EMPTY = V_FULL + STAGES, N_BARS = V_EMPTY + STAGES };
+             V_FULL = K_EMPTY + STAGES, V_EMPTY = V_FULL + STAGES, RK_FULL = V_EMPTY + STAGES,
+             RK_EMPTY = RK_FULL + STAGES, RV_FULL = RK_EMPTY + STAGES, RV_EMPTY = RV_FULL + STAGES,
+             N_BARS = V_EMPTY + STAGES + (KV8 ? 4 * STAGES : 0) };
 // O is staged in shared memory for a TMA store where the tile fits beside the ring (227 KB
 // per block; not D256's 80-key ring), else stored from registers.
 static_assert(sizeof(OutT) == 2, "16-bit output");
-constexpr u32 O_BYTES = Q_BYTES, RING_END = Q_BYTES + 2 * STAGES * KV_BYTES;
+constexpr u32 OFF_R = Q_BYTES + 2 * STAGES * KV_BYTES;  // FP8-KV codes: K then V, per stage
+constexpr u32 O_BYTES = Q_BYTES, RING_END = OFF_R + 2 * STAGES * RAW_BYTES;
 // Not for varlen calls (hopper_parts.cuh's epilogue): their layout keeps the space, unused.
 constexpr bool O_FITS = RING_END + O_BYTES + 8 * N_BARS + 1024 <= 232448, STAGE_O = O_FITS && !VARLEN;
 constexpr u32 OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * KV_BYTES, OFF_O = RING_END;
@@ -56,8 +71,9 @@ constexpr u32 OFF_BAR = RING_END + (O_FITS ? O_BYTES : 0);
 // The host adds 1024 bytes so that the base can be rounded up to the swizzle period.
 static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 
-// Registers: the producer keeps 24, the consumers share the rest (multiples of 8, at most 240).
-constexpr int PRODUCER_REGS = 24;
+// Registers: the producer keeps 24 (56 where its warps decode FP8-KV: at 40 and 48 its walk
+// spilled), the consumers share the rest (multiples of 8, at most 240; 224 with FP8-KV).
+constexpr int PRODUCER_REGS = KV8 ? 56 : 24;
 // setmaxnreg moves registers within the block's launch allocation (65536 / THREADS per
 // thread, rounded down to 8, for each of its warpgroups): an inc past it waits forever.
 constexpr int POOL = 65536 / THREADS / 8 * 8 * (THREADS / 128);
@@ -100,6 +116,128 @@ __device__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
     }
 }
 
+// ---- producer, FP8-KV: the warpgroup decodes the codes, its thread 0 also copies -----------
+// Every thread decodes chunk c = tid % CHUNKS (16 codes) of rows r0 + k * PASS_ROWS of a K or V
+// tile, r0 = tid / CHUNKS. Both swizzles see a row only through r % 8 (TMA's 64-byte swizzle of
+// D64's 64-byte code rows through (r / 2) % 4), the same for every k, so every address is a
+// per-thread base plus an immediate (round 26's decoder spent about 60 instructions per chunk on
+// addresses; this one about 15).
+constexpr int CHUNKS = D / 16, PASS_ROWS = 128 / CHUNKS, PASSES = TILE_N / PASS_ROWS;
+static_assert(!KV8 || (PASS_ROWS % 8 == 0 && TILE_N % PASS_ROWS == 0), "decoder rows");
+__device__ __forceinline__ void decode4(u32 w, u32& lo, u32& hi) {
+    e4m3x4_to_f16_h1(w, lo, hi);
+    if constexpr (Same<T, bf16_t>::value) {
+        lo = f16x2_exact_to_bf16x2(lo);
+        hi = f16x2_exact_to_bf16x2(hi);
+    }
+}
+struct Decoder {
+    u32 src, dst0, dst1;
+    // A quarter-warp's 16-byte stores go to 8 different bank groups: at D128 its lanes 4-7 (the
+    // second 64-column slab, same chunk pattern as lanes 0-3) take the neighbouring row, whose
+    // swizzle flips the chunk's low bit.
+    __device__ explicit Decoder(int tid) {
+        const int c = tid % CHUNKS, r = (tid / CHUNKS) ^ (CHUNKS >= 8 ? (c / 4) & 1 : 0), cpr = RAW_ROW / 16;
+        const int swz = RAW_ROW >= 128 ? (r & 7) : ((r >> 1) & 3);
+        src = (c / cpr) * RAW_SLAB + r * RAW_ROW + (((c % cpr) ^ swz) << 4);
+        const u32 row = (c / 4) * KV_SLAB + r * 128;  // 16-bit columns 16c.. in slab c / 4
+        dst0 = row + (((2 * (c % 4)) ^ (r & 7)) << 4);
+        dst1 = row + (((2 * (c % 4) + 1) ^ (r & 7)) << 4);
+    }
+    __device__ __forceinline__ void run(u32 raw, u32 tile) const {
+#pragma unroll
+        for (int k = 0; k < PASSES; ++k) {
+            const u32x4 w = lds16(raw + src + k * PASS_ROWS * RAW_ROW);
+            u32x4 a, b;
+            decode4(w.x, a.x, a.y);
+            decode4(w.y, a.z, a.w);
+            decode4(w.z, b.x, b.y);
+            decode4(w.w, b.z, b.w);
+            sts16(tile + dst0 + k * PASS_ROWS * 128, a);
+            sts16(tile + dst1 + k * PASS_ROWS * 128, b);
+        }
+    }
+};
+
+// The block's ring uses in order: key block j of tile t, blocks from the last to the first
+// (two registers: the producer warpgroup has 56).
+struct UseCursor {
+    int t, j;
+    __device__ bool next(const Scheduler& sched, const SdpaParams& p) {
+        while (j <= 0) {
+            t += gridDim.x;
+            if (t >= sched.tiles) return false;
+            const Tile w = sched.at(p, t);
+            j = w.live() ? w.n_blocks : 0;
+        }
+        --j;
+        return true;
+    }
+};
+
+// Decodes K(u), then V(u), use after use; thread 0 keeps the codes STAGES uses ahead and loads
+// each tile's Q as the decode reaches the tile. A 16-bit stage is written once its EMPTY has
+// completed (the consumers' wgmma has read it) and is published per warp: every thread fences
+// its stores for the async proxy, then lane 0 arrives. (Decoding K(u + 1) before V(u), as the
+// overlapped consumers use them, measured 6-16 % slower: round 29, run 164.)
+__device__ void produce_kv8(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
+    Scheduler sched(p);
+    const int tid = threadIdx.x, lane = tid % 32, group = p.heads_q / p.heads_kv;
+    const Decoder dec(tid);
+    auto bar = [&](u32 id) { return smem + OFF_BAR + 8 * id; };
+    auto raw = [&](u32 st, int kv) { return smem + OFF_R + (2 * st + kv) * RAW_BYTES; };
+    UseCursor copy = {int(blockIdx.x) - int(gridDim.x), 0};
+    u32 copied = 0;
+    auto copy_next = [&] {  // thread 0: the codes of the next use not yet copied
+        if (!copy.next(sched, p)) return;
+        const u32 st = copied % STAGES, ph = ((copied / STAGES) & 1) ^ 1;
+        const Tile w = sched.at(p, copy.t);
+        const int row = w.k_off + copy.j * TILE_N, hkv = w.hq / group;
+#pragma unroll
+        for (int kv = 0; kv < 2; ++kv) {
+            const u32 full = bar((kv ? RV_FULL : RK_FULL) + st);
+            mbar_wait(bar((kv ? RV_EMPTY : RK_EMPTY) + st), ph);
+            mbar_arrive_expect_tx(full, RAW_BYTES);
+#pragma unroll
+            for (int s = 0; s < int(D / RAW_ROW); ++s)
+                tma_load_4d(raw(st, kv) + s * RAW_SLAB, kv ? &maps.v : &maps.k, full, RAW_ROW * s, row, hkv, w.bc);
+        }
+        ++copied;
+    };
+    auto decode = [&](u32 u, int kv) {
+        const u32 st = u % STAGES, ph = (u / STAGES) & 1;
+        mbar_wait(bar((kv ? RV_FULL : RK_FULL) + st), ph);
+        mbar_wait(bar((kv ? V_EMPTY : K_EMPTY) + st), ph ^ 1);
+        dec.run(raw(st, kv), smem + (kv ? OFF_V : OFF_K) + st * KV_BYTES);
+        fence_proxy_async_shared();
+        __syncwarp();
+        if (lane == 0) {
+            mbar_arrive(bar((kv ? V_FULL : K_FULL) + st));
+            mbar_arrive(bar((kv ? RV_EMPTY : RK_EMPTY) + st));
+        }
+    };
+    if (tid == 0)
+        for (int i = 0; i < STAGES; ++i) copy_next();
+    u32 u = 0, t_local = 0;
+    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x) {
+        Tile w = sched.at(p, t);
+        if (!w.live()) continue;
+        if (tid == 0) {
+            mbar_wait(bar(Q_EMPTY), (t_local & 1) ^ 1);
+            mbar_arrive_expect_tx(bar(Q_FULL), Q_BYTES);
+#pragma unroll
+            for (int s = 0; s < SLABS; ++s)
+                tma_load_4d(smem + s * Q_SLAB, &maps.q, bar(Q_FULL), 64 * s, w.q_off + w.m_block * TILE_M, w.hq, w.bc);
+        }
+        ++t_local;
+        for (int j = w.n_blocks - 1; j >= 0; --j, ++u) {
+            decode(u, 0);
+            decode(u, 1);
+            if (tid == 0) copy_next();
+        }
+    }
+}
+
 // ---- the two GEMMs, issued by the whole warpgroup ---------------------------------------
 // S = Q.K^T: D / 16 k-steps, four per 64-column slab (+32 bytes each inside the 128-byte row).
 __device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32 k_tile) {
@@ -132,7 +270,6 @@ __device__ __forceinline__ void to_p(const float (&s)[TILE_N / 2], u32 (&pa)[TIL
 __device__ void consume(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw) {
     Scheduler sched(p);
     const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
-    const float sl2 = p.scale_log2;
     const u32 q_tile = smem + cw * 64 * 128;
     u32 it = 0, t_local = 0;
     if (PINGPONG && cw == 1) bar_arrive(1, 256);
@@ -140,6 +277,9 @@ __device__ void consume(const SdpaParams& p, const HopperMaps& maps, u32 smem, i
         Tile w = sched.at(p, t);
         if (!w.live()) continue;
         const int q0 = w.m_block * TILE_M + cw * 64 + 16 * warp + g;  // this thread's first row
+        // FP8-KV: K's descale scales the scores, V's the output (read at the epilogue).
+        auto kv_descale = [&](const float* d) { return d[w.b * p.kv_descale_stride_b + w.hq / (p.heads_q / p.heads_kv)]; };
+        const float sl2 = KV8 && p.k_descale ? p.scale_log2 * kv_descale(p.k_descale) : p.scale_log2;
         float o[D / 2];
 #pragma unroll
         for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
@@ -213,7 +353,7 @@ __device__ void consume(const SdpaParams& p, const HopperMaps& maps, u32 smem, i
                 values(it);
             }
         }
-        epilogue(p, maps, smem, cw, w, o, rs, q0, sl2, 1.f);
+        epilogue(p, maps, smem, cw, w, o, rs, q0, sl2, KV8 && p.v_descale ? kv_descale(p.v_descale) : 1.f);
     }
     if (STAGE_O && tid == 0) bulk_wait_read<0>();  // the last store has read its source
     if (PINGPONG && cw == 0) bar_sync(1, 256);
@@ -232,8 +372,15 @@ sdpa_hopper(const __grid_constant__ SdpaParams p, const __grid_constant__ Hopper
         mbar_init(smem + OFF_BAR + 8 * Q_FULL, 1);
         mbar_init(smem + OFF_BAR + 8 * Q_EMPTY, 4 * CONSUMERS);
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(smem + OFF_BAR + 8 * (K_FULL + s), 1);
-            mbar_init(smem + OFF_BAR + 8 * (V_FULL + s), 1);
+            // 16-bit: the TMA's one arrival; FP8-KV: each producer warp's, after its decode.
+            mbar_init(smem + OFF_BAR + 8 * (K_FULL + s), KV8 ? 4 : 1);
+            mbar_init(smem + OFF_BAR + 8 * (V_FULL + s), KV8 ? 4 : 1);
+            if (KV8) {
+                mbar_init(smem + OFF_BAR + 8 * (RK_FULL + s), 1);
+                mbar_init(smem + OFF_BAR + 8 * (RV_FULL + s), 1);
+                mbar_init(smem + OFF_BAR + 8 * (RK_EMPTY + s), 4);
+                mbar_init(smem + OFF_BAR + 8 * (RV_EMPTY + s), 4);
+            }
             mbar_init(smem + OFF_BAR + 8 * (K_EMPTY + s), 4 * CONSUMERS);
             mbar_init(smem + OFF_BAR + 8 * (V_EMPTY + s), 4 * CONSUMERS);
         }
@@ -241,7 +388,10 @@ sdpa_hopper(const __grid_constant__ SdpaParams p, const __grid_constant__ Hopper
     __syncthreads();
     if (wg == 0) {
         setmaxnreg_dec<PRODUCER_REGS>();
-        if (threadIdx.x == 0) produce(p, maps, smem);
+        if constexpr (KV8)
+            produce_kv8(p, maps, smem);
+        else if (threadIdx.x == 0)
+            produce(p, maps, smem);
     } else {
         setmaxnreg_inc<CONSUMER_REGS>();
         consume(p, maps, smem, wg - 1);
