@@ -71,9 +71,10 @@ constexpr u32 OFF_BAR = RING_END + (O_FITS ? O_BYTES : 0);
 // The host adds 1024 bytes so that the base can be rounded up to the swizzle period.
 static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 
-// Registers: the producer keeps 24 (56 where its warps decode FP8-KV: at 40 and 48 its walk
-// spilled), the consumers share the rest (multiples of 8, at most 240; 224 with FP8-KV).
-constexpr int PRODUCER_REGS = KV8 ? 56 : 24;
+// Registers: the producer keeps 24 (64 where its warps decode FP8-KV: four passes' codes in
+// flight; less spilled), the consumers share the rest (multiples of 8, at most 240; 216 with
+// FP8-KV).
+constexpr int PRODUCER_REGS = !KV8 ? 24 : D >= 128 ? 64 : 56;
 // setmaxnreg moves registers within the block's launch allocation (65536 / THREADS per
 // thread, rounded down to 8, for each of its warpgroups): an inc past it waits forever.
 constexpr int POOL = 65536 / THREADS / 8 * 8 * (THREADS / 128);
@@ -123,6 +124,7 @@ __device__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
 // per-thread base plus an immediate (round 26's decoder spent about 60 instructions per chunk on
 // addresses; this one about 15).
 constexpr int CHUNKS = D / 16, PASS_ROWS = 128 / CHUNKS, PASSES = TILE_N / PASS_ROWS;
+constexpr int BATCH = PASSES < 4 ? PASSES : 4;  // passes whose loads are in flight together
 static_assert(!KV8 || (PASS_ROWS % 8 == 0 && TILE_N % PASS_ROWS == 0), "decoder rows");
 __device__ __forceinline__ void decode4(u32 w, u32& lo, u32& hi) {
     e4m3x4_to_f16_h1(w, lo, hi);
@@ -144,23 +146,31 @@ struct Decoder {
         dst0 = row + (((2 * (c % 4)) ^ (r & 7)) << 4);
         dst1 = row + (((2 * (c % 4) + 1) ^ (r & 7)) << 4);
     }
+    // Every load first: ptxas does not move a shared-memory load above a store it cannot prove
+    // apart, so a load after the previous pass's stores waited its whole latency each pass
+    // (round 29, run 165's ncu: 8 serial load-convert-store chains per tile).
     __device__ __forceinline__ void run(u32 raw, u32 tile) const {
 #pragma unroll
-        for (int k = 0; k < PASSES; ++k) {
-            const u32x4 w = lds16(raw + src + k * PASS_ROWS * RAW_ROW);
-            u32x4 a, b;
-            decode4(w.x, a.x, a.y);
-            decode4(w.y, a.z, a.w);
-            decode4(w.z, b.x, b.y);
-            decode4(w.w, b.z, b.w);
-            sts16(tile + dst0 + k * PASS_ROWS * 128, a);
-            sts16(tile + dst1 + k * PASS_ROWS * 128, b);
+        for (int k0 = 0; k0 < PASSES; k0 += BATCH) {
+            u32x4 w[BATCH];
+#pragma unroll
+            for (int k = 0; k < BATCH; ++k) w[k] = lds16(raw + src + (k0 + k) * PASS_ROWS * RAW_ROW);
+#pragma unroll
+            for (int k = 0; k < BATCH; ++k) {
+                u32x4 a, b;
+                decode4(w[k].x, a.x, a.y);
+                decode4(w[k].y, a.z, a.w);
+                decode4(w[k].z, b.x, b.y);
+                decode4(w[k].w, b.z, b.w);
+                sts16(tile + dst0 + (k0 + k) * PASS_ROWS * 128, a);
+                sts16(tile + dst1 + (k0 + k) * PASS_ROWS * 128, b);
+            }
         }
     }
 };
 
 // The block's ring uses in order: key block j of tile t, blocks from the last to the first
-// (two registers: the producer warpgroup has 56).
+// (two registers).
 struct UseCursor {
     int t, j;
     __device__ bool next(const Scheduler& sched, const SdpaParams& p) {

@@ -477,15 +477,28 @@ pub fn default_variant_for_shape(
     {
         base = v(HOPPER_N128_PERSISTENT);
     }
+    // FP8-KV at D64/D128 on Hopper: the Hopper family's persistent ping-pong tile, its producer
+    // warpgroup decoding E4M3 K/V into the 16-bit tiles, so the consumers run the 16-bit
+    // kernel's loop. Round 29, run 167 (H100, the full fp8 suite, same run): 1.01-1.39x the
+    // portable FP8-KV tiles on every D64/D128 row (fp8kv_f16 D128 S 4k 502 TFLOPS against 375,
+    // causal S 4k 406 against 355; D64 S 4k 362 against 349; bf16 1.01-1.29x), 0.65-1.13x the
+    // 16-bit defaults. D256 stays portable (its code ring does not fit beside the 16-bit one).
+    if arch_class(arch) == ArchClass::Hopper && precision.is_fp8_kv() && head_dim <= 128 {
+        base = v(HOPPER_N128_PERSISTENT);
+    }
+    // (Rules for the portable family's 8-bit tiles: not where full FP8 or FP8-KV runs on the
+    // Hopper family, i.e. the seeds' u8 code, and FP8-KV at D256. Round 29 removed the rules
+    // that only FP8-KV at D64/D128 reached: FP8-KV D64 causal from S 2k on the 256-row stream,
+    // from S 8k its non-persistent tile (run 70), and the D128 stream below S 2k (round 8).)
+    let hopper_kv8 = arch_class(arch) == ArchClass::Hopper
+        && precision.kv_is_8bit()
+        && head_dim <= 128
+        && base.family == Family::Portable;
     // Causal with 8-bit K/V on Hopper: the 256-row tiles of the non-causal defaults win from
     // some length on; below it their coarse diagonal blocks lose.
     // - D64 from S 4k: round 6, run 1, fp8kv_f16, 287 / 331 TFLOPS at S 4k / 16k against
     //   272 / 298 for m128.n64; round 8, run 30, the FP8-KV streams, 312 / 336 against 296 /
     //   313 for the 128-row one; at S 1k 200 against 217 (round 6).
-    // - FP8-KV D64 from S 2k: round 16 (run 85, two rounds, same run), the 256-row stream
-    //   against the 128-row one, fp8kv_f16 / fp8kv_bf16: S 2k 278.6 / 271.2 TFLOPS against
-    //   271.5 / 264.1; S 1k 226.9 / 223.5 against 234.7 / 227.2. (8-bit Q keeps S 4k: not
-    //   measured at S 2k.)
     // - D128 from S 8k: below it the causal default is the same 256-row tile with paired rows.
     //   Round 15 (run 81, since round 12's batch sections; run 79 agrees): paired against unpaired,
     //   fp8kv_f16 / fp8kv_bf16 / fp8, S 2k 317.9 / 313.8 / 308.9 TFLOPS against 315.5 / 308.7
@@ -494,47 +507,12 @@ pub fn default_variant_for_shape(
     //   tile 1-3 % behind from S 4k (run 40, before the sections; unpaired against
     //   paired, fp8kv_f16 / fp8kv_bf16: S 4k 319 / 312 against 317 / 303, S 16k 360 / 350
     //   against 353 / 342).
-    // (Rules for the portable family's 8-bit tiles: not where full FP8 runs on the Hopper
-    // family.)
-    let hopper_kv8 = arch_class(arch) == ArchClass::Hopper
-        && precision.kv_is_8bit()
-        && head_dim <= 128
-        && base.family == Family::Portable;
     let from = match head_dim {
         128 => 8192,
-        _ if precision.is_fp8_kv() => 2048,
         _ => 4096,
     };
     if causal && hopper_kv8 && shape.seq_q >= from {
         base = default_variant(arch, precision, head_dim, false);
-    }
-    // FP8-KV D64 causal from S 8k: the non-persistent 256-row tile rather than its stream.
-    // Since round 12's causal batch sections (non-persistent grids only) it wins there: run 70,
-    // fp8kv_f16 / fp8kv_bf16 (two rounds, same run), S 8k 335.6 / 326.4 TFLOPS against the
-    // stream's 324.2 / 319.4, S 16k 349.7 / 343.4 against 336.1 / 329.1; at S 4k the stream
-    // stays 0.6-1.5 % ahead (309.8 / 305.7 against 307.8 / 301.1).
-    if causal && hopper_kv8 && precision.is_fp8_kv() && head_dim == 64 && shape.seq_q >= 8192 {
-        base = v(KV8_D64);
-    }
-    // D128, 8-bit K/V, non-causal below S 2k: the stream variant of the 256-row tile, whose
-    // prologue and tail weigh most on short work tiles (round 8: +0.8 and +0.9 % at S 1k in
-    // runs 28 and 30; from S 4k it was 1.4-3.7 % slower, so only here).
-    if !causal && hopper_kv8 && precision.is_fp8_kv() && head_dim == 128 && shape.seq_kv < 2048 {
-        base = v(KV8_STREAM_D128);
-    }
-    // Round 29 (runs 163-164, H100, same run): FP8-KV, non-causal, on the Hopper family's
-    // persistent ping-pong tile, its producer warpgroup decoding E4M3 K/V into the 16-bit tiles
-    // (the consumers run the 16-bit kernel's loop). Against the portable tiles above, TFLOPS,
-    // fp8kv_f16 / fp8kv_bf16: D128 S 1k 444 / 403 against 337 / 334, S 4k 488 / 439 against
-    // 374 / 374, S 16k 500 / 451 against 386 / 386; D64 (f16) S 1k 365 against 320, S 4k 377
-    // against 347, S 16k 384 against 356 (D64 bf16 0.97-1.02x: kept portable). Causal rows
-    // stay portable (0.86-1.03x). 0.72-0.82x the 16-bit Hopper kernel (issue 28's target is 1.0).
-    if !causal
-        && hopper_kv8
-        && precision.is_fp8_kv()
-        && (head_dim == 128 || (precision == Precision::Fp8KvF16 && shape.seq_q >= 1024))
-    {
-        base = v(HOPPER_N128_PERSISTENT);
     }
     // Round 18 (runs 90-92 and 95, two rounds, same run): FP8-KV and fp8 causal up to S 2k
     // take fragment decode on the 16-bit default's 128-row tile, whose diagonal and prologue
@@ -1039,9 +1017,11 @@ mod tests {
         };
         let got = default_variant_for_shape(Arch::Sm90a, Precision::F16, &long, false, 132);
         assert_eq!(got, default_variant(Arch::Sm90a, Precision::F16, 64, false));
-        // 8-bit K/V causal on Hopper: FP8-KV and fp8 up to S 2k take fragment decode (round
-        // 18); above it, the 256-row tile (FP8-KV; from S 4k with 8-bit Q) at D64, and at D128
-        // the paired 256-row tile below S 8k and the unpaired one from there.
+        // 8-bit K/V on Hopper (round 29): FP8-KV at D64/D128 runs on the Hopper family's
+        // persistent ping-pong tile at every length, causal or not, and full FP8 on its own
+        // Hopper kernel; the seeds' u8 code keeps the portable rules (fragment decode up to
+        // S 2k at D64 and S 512 at D128, the non-causal 256-row default from S 4k at D64 and
+        // S 8k at D128). FP8-KV at D256 stays portable.
         for (d, heads) in [(64usize, 32usize), (128, 16)] {
             let short = AttnShape {
                 heads_q: heads,
@@ -1055,27 +1035,29 @@ mod tests {
                 seq_kv: 4096,
                 ..short
             };
-            let p = Precision::Fp8KvF16;
-            let at = |s: &AttnShape| default_variant_for_shape(Arch::Sm90a, p, s, true, 132);
+            let longer = AttnShape {
+                batch: 2,
+                seq_q: 8192,
+                seq_kv: 8192,
+                ..short
+            };
+            for s in [short, s512_of(&short), long, longer] {
+                for causal in [false, true] {
+                    for fp8kv in [Precision::Fp8KvF16, Precision::Fp8KvBf16] {
+                        let got = default_variant_for_shape(Arch::Sm90a, fp8kv, &s, causal, 132);
+                        assert_eq!(
+                            got,
+                            v(HOPPER_N128_PERSISTENT),
+                            "{fp8kv:?} d{d} s{}",
+                            s.seq_q
+                        );
+                    }
+                    let got =
+                        default_variant_for_shape(Arch::Sm90a, Precision::Fp8, &s, causal, 132);
+                    assert_eq!(got.family, Family::Hopper, "fp8 d{d} s{}", s.seq_q);
+                }
+            }
             let frag = if d == 64 { KV8_FRAG_D64 } else { KV8_FRAG_D128 };
-            for fp8kv in [Precision::Fp8KvF16, Precision::Fp8KvBf16] {
-                let got = default_variant_for_shape(Arch::Sm90a, fp8kv, &short, true, 132);
-                assert_eq!(got.key(), frag);
-                // Round 20: at D64 S 512, the 64-row fragment tile at four blocks per SM.
-                let got =
-                    default_variant_for_shape(Arch::Sm90a, fp8kv, &s512_of(&short), true, 132);
-                assert_eq!(got.key(), if d == 64 { KV8_FRAG_D64_SHORT } else { frag });
-                // Not causal: no fragment decode.
-                let got = default_variant_for_shape(Arch::Sm90a, fp8kv, &short, false, 132);
-                assert!(!got.fragment_decode);
-            }
-            // 8-bit Q (full FP8): the Hopper family's FP8 kernel at every length (round 25);
-            // the seeds' u8 code takes fragment decode up to S 2k at D64 and at S 512 at D128
-            // (run 99).
-            for s in [short, s512_of(&short), long] {
-                let got = default_variant_for_shape(Arch::Sm90a, Precision::Fp8, &s, true, 132);
-                assert_eq!(got.family, Family::Hopper, "fp8 d{d} s{}", s.seq_q);
-            }
             let sim = |s: &AttnShape| {
                 default_variant_for_shape(Arch::Sm90a, Precision::SimFp8, s, true, 132)
             };
@@ -1089,71 +1071,22 @@ mod tests {
                 );
             }
             assert_eq!(
-                default_variant(Arch::Sm90a, p, d as u32, true).paired_rows,
+                sim(&longer),
+                default_variant(Arch::Sm90a, Precision::SimFp8, d as u32, false)
+            );
+            assert_eq!(
+                default_variant(Arch::Sm90a, Precision::Fp8KvF16, d as u32, true).paired_rows,
                 d == 128
             );
-            assert_eq!(at(&long).paired_rows, d == 128);
-            if d == 64 {
-                assert_eq!(at(&long), default_variant(Arch::Sm90a, p, 64, false));
-            }
-            assert_eq!(at(&long).sync, SyncPolicy::Decoupled);
-            // Round 16: FP8-KV D64 causal from S 2k takes the 256-row stream; 8-bit Q from S 4k.
-            // Round 18: fragment decode up to S 2048, so the stream from S 2049.
-            let mid = AttnShape {
-                batch: 8,
-                seq_q: 2049,
-                seq_kv: 2049,
-                ..short
-            };
-            let below = AttnShape {
-                seq_q: 2048,
-                seq_kv: 2048,
-                ..mid
-            };
-            assert_eq!(at(&mid).tile_m, 256);
-            assert_eq!(at(&below).key(), frag);
-            if d == 64 {
-                assert_eq!(at(&mid).key(), KV8_STREAM_D64);
-                for q8 in [Precision::Fp8, Precision::SimFp8] {
-                    let got = default_variant_for_shape(Arch::Sm90a, q8, &mid, true, 132);
-                    assert_eq!(got, default_variant(Arch::Sm90a, q8, 64, true));
-                }
-            }
-            // Round 8: FP8-KV at D64 streams (persistent decoupled) at every length; at D128
-            // only non-causal below S 2k. Round 12: not causal D64 from S 8k.
-            let plain = |s: &AttnShape| default_variant_for_shape(Arch::Sm90a, p, s, false, 132);
-            assert_eq!(at(&mid).persistent, d == 64);
-            assert!(plain(&short).persistent);
-            // Round 29: not causal, the Hopper family's persistent ping-pong tile (D128, and D64
-            // fp16 from S 1k; D64 bf16 stays portable).
-            assert_eq!(plain(&long), v(HOPPER_N128_PERSISTENT));
-            let bf =
-                default_variant_for_shape(Arch::Sm90a, Precision::Fp8KvBf16, &long, false, 132);
-            assert_eq!(
-                bf.family,
-                if d == 64 {
-                    Family::Portable
-                } else {
-                    Family::Hopper
-                }
-            );
-            assert_eq!(at(&long).persistent, d == 64);
-            let longer = AttnShape {
-                batch: 2,
-                seq_q: 8192,
-                seq_kv: 8192,
-                ..short
-            };
-            assert!(!at(&longer).persistent);
-            assert!(!at(&longer).paired_rows);
-            if d == 128 {
-                assert_eq!(at(&longer), default_variant(Arch::Sm90a, p, 128, false));
-            }
-            assert_eq!(plain(&longer), v(HOPPER_N128_PERSISTENT));
-            if d == 64 {
-                assert_eq!(at(&longer).key(), KV8_D64);
-            }
         }
+        let d256 = AttnShape {
+            heads_q: 8,
+            heads_kv: 8,
+            head_dim: 256,
+            ..big
+        };
+        let got = default_variant_for_shape(Arch::Sm90a, Precision::Fp8KvF16, &d256, false, 132);
+        assert_eq!(got.family, Family::Portable);
         // Full FP8 (8-bit Q) at D64 and D128: the Hopper family's FP8 kernel (round 25).
         let full = default_variant_for_shape(Arch::Sm90a, Precision::Fp8, &big, false, 132);
         assert_eq!(full.family, Family::Hopper);
