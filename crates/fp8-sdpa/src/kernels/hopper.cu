@@ -148,7 +148,7 @@ struct Decoder {
     }
     // Every load first: ptxas does not move a shared-memory load above a store it cannot prove
     // apart, so a load after the previous pass's stores waited its whole latency each pass
-    // (round 29, run 165's ncu: 8 serial load-convert-store chains per tile).
+    // (round 29, run 163's SASS and ncu: 8 serial load-convert-store chains per tile).
     __device__ __forceinline__ void run(u32 raw, u32 tile) const {
 #pragma unroll
         for (int k0 = 0; k0 < PASSES; k0 += BATCH) {
