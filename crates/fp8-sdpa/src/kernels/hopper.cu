@@ -71,10 +71,13 @@ constexpr u32 OFF_BAR = RING_END + (O_FITS ? O_BYTES : 0);
 // The host adds 1024 bytes so that the base can be rounded up to the swizzle period.
 static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 
-// Registers: the producer keeps 24 (64 where its warps decode FP8-KV: four passes' codes in
-// flight; less spilled), the consumers share the rest (multiples of 8, at most 240; 216 with
-// FP8-KV).
-constexpr int PRODUCER_REGS = !KV8 ? 24 : D >= 128 ? 64 : 56;
+// Registers: the producer keeps 24; where its warps decode FP8-KV, 56 (64 at D128 for four
+// passes' codes in flight; less spilled), the consumers share the rest (multiples of 8, at
+// most 240; 224 or 216 with FP8-KV). D128 non-causal decodes two passes at a time at 56
+// (LEAN_DECODE): round 29, run 169 (same run), +1-9 % there (one row -2 %), while causal,
+// whose short tiles wait more on the decode, keeps four at 64 (3-7 % ahead).
+constexpr bool LEAN_DECODE = D >= 128 && !SDPA_CAUSAL;
+constexpr int PRODUCER_REGS = !KV8 ? 24 : D >= 128 && !LEAN_DECODE ? 64 : 56;
 // setmaxnreg moves registers within the block's launch allocation (65536 / THREADS per
 // thread, rounded down to 8, for each of its warpgroups): an inc past it waits forever.
 constexpr int POOL = 65536 / THREADS / 8 * 8 * (THREADS / 128);
@@ -124,7 +127,7 @@ __device__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
 // per-thread base plus an immediate (round 26's decoder spent about 60 instructions per chunk on
 // addresses; this one about 15).
 constexpr int CHUNKS = D / 16, PASS_ROWS = 128 / CHUNKS, PASSES = TILE_N / PASS_ROWS;
-constexpr int BATCH = PASSES < 4 ? PASSES : 4;  // passes whose loads are in flight together
+constexpr int BATCH = LEAN_DECODE ? 2 : PASSES < 4 ? PASSES : 4;  // passes' loads in flight together
 static_assert(!KV8 || (PASS_ROWS % 8 == 0 && TILE_N % PASS_ROWS == 0), "decoder rows");
 __device__ __forceinline__ void decode4(u32 w, u32& lo, u32& hi) {
     e4m3x4_to_f16_h1(w, lo, hi);
