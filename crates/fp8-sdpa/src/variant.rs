@@ -784,8 +784,9 @@ impl KernelSpec {
 
     /// Hopper family: shared memory without the O tile. hopper.cu (16-bit): Q (tile_m rows)
     /// and `stages` K and V tiles of tile_n rows, 16-bit; two mbarriers for Q and four per
-    /// stage; FP8-KV adds `stages` K and V code tiles and four mbarriers per stage. hopper_fp8.cu: 8-bit Q, and per stage K, raw V and transposed V tiles; two
-    /// mbarriers for Q and six per stage. Both: 1024 bytes to round the base up to the
+    /// stage; FP8-KV adds `stages` K and V code tiles and four mbarriers per stage.
+    /// hopper_fp8.cu: 8-bit Q, and per stage K, raw V and transposed V tiles; two mbarriers
+    /// for Q and six per stage. Both: 1024 bytes to round the base up to the
     /// 128-byte swizzle's 1024-byte period.
     fn hopper_ring_bytes(&self) -> u32 {
         let v = &self.variant;

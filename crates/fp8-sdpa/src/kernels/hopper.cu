@@ -87,6 +87,17 @@ constexpr float P_SHIFT = 0.f;  // 16-bit P: exp2(s - m) in (0, 1]
 
 #include "hopper_parts.cuh"
 
+// Q of tile w into its buffer, once the previous tile's consumers released it (t_local: live
+// tiles so far). Both producers (16-bit, FP8-KV) load Q this way.
+__device__ __forceinline__ void load_q(const HopperMaps& maps, u32 smem, const Tile& w, u32 t_local) {
+    const u32 full = smem + OFF_BAR + 8 * Q_FULL;
+    mbar_wait(smem + OFF_BAR + 8 * Q_EMPTY, (t_local & 1) ^ 1);
+    mbar_arrive_expect_tx(full, Q_BYTES);
+#pragma unroll
+    for (int s = 0; s < SLABS; ++s)
+        tma_load_4d(smem + s * Q_SLAB, &maps.q, full, 64 * s, w.q_off + w.m_block * TILE_M, w.hq, w.bc);
+}
+
 // ---- producer: one thread issues every TMA copy -------------------------------------------
 __device__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
     Scheduler sched(p);
@@ -97,11 +108,7 @@ __device__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
         Tile w = sched.at(p, t);
         if (!w.live()) continue;
         const int hkv = w.hq / group;
-        mbar_wait(bar(Q_EMPTY), (t_local++ & 1) ^ 1);  // t_local: live tiles so far
-        mbar_arrive_expect_tx(bar(Q_FULL), Q_BYTES);
-#pragma unroll
-        for (int s = 0; s < SLABS; ++s)
-            tma_load_4d(smem + s * Q_SLAB, &maps.q, bar(Q_FULL), 64 * s, w.q_off + w.m_block * TILE_M, w.hq, w.bc);
+        load_q(maps, smem, w, t_local++);
         // Key blocks from the last to the first: the masked ones come first.
         for (int j = w.n_blocks - 1; j >= 0; --j, ++it) {
             const u32 st = it % STAGES, phase = (it / STAGES) & 1;
@@ -129,13 +136,6 @@ __device__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
 constexpr int CHUNKS = D / 16, PASS_ROWS = 128 / CHUNKS, PASSES = TILE_N / PASS_ROWS;
 constexpr int BATCH = LEAN_DECODE ? 2 : PASSES < 4 ? PASSES : 4;  // passes' loads in flight together
 static_assert(!KV8 || (PASS_ROWS % 8 == 0 && TILE_N % PASS_ROWS == 0), "decoder rows");
-__device__ __forceinline__ void decode4(u32 w, u32& lo, u32& hi) {
-    e4m3x4_to_f16_h1(w, lo, hi);
-    if constexpr (Same<T, bf16_t>::value) {
-        lo = f16x2_exact_to_bf16x2(lo);
-        hi = f16x2_exact_to_bf16x2(hi);
-    }
-}
 struct Decoder {
     u32 src, dst0, dst1;
     // A quarter-warp's 16-byte stores go to 8 different bank groups: at D128 its lanes 4-7 (the
@@ -161,10 +161,10 @@ struct Decoder {
 #pragma unroll
             for (int k = 0; k < BATCH; ++k) {
                 u32x4 a, b;
-                decode4(w[k].x, a.x, a.y);
-                decode4(w[k].y, a.z, a.w);
-                decode4(w[k].z, b.x, b.y);
-                decode4(w[k].w, b.z, b.w);
+                e4m3x4_to_h1<T>(w[k].x, a.x, a.y);
+                e4m3x4_to_h1<T>(w[k].y, a.z, a.w);
+                e4m3x4_to_h1<T>(w[k].z, b.x, b.y);
+                e4m3x4_to_h1<T>(w[k].w, b.z, b.w);
                 sts16(tile + dst0 + (k0 + k) * PASS_ROWS * 128, a);
                 sts16(tile + dst1 + (k0 + k) * PASS_ROWS * 128, b);
             }
@@ -235,13 +235,7 @@ __device__ void produce_kv8(const SdpaParams& p, const HopperMaps& maps, u32 sme
     for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x) {
         Tile w = sched.at(p, t);
         if (!w.live()) continue;
-        if (tid == 0) {
-            mbar_wait(bar(Q_EMPTY), (t_local & 1) ^ 1);
-            mbar_arrive_expect_tx(bar(Q_FULL), Q_BYTES);
-#pragma unroll
-            for (int s = 0; s < SLABS; ++s)
-                tma_load_4d(smem + s * Q_SLAB, &maps.q, bar(Q_FULL), 64 * s, w.q_off + w.m_block * TILE_M, w.hq, w.bc);
-        }
+        if (tid == 0) load_q(maps, smem, w, t_local);
         ++t_local;
         for (int j = w.n_blocks - 1; j >= 0; --j, ++u) {
             decode(u, 0);

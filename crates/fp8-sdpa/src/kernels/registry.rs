@@ -483,7 +483,7 @@ pub fn default_variant_for_shape(
     // portable FP8-KV tiles on every D64/D128 row (fp8kv_f16 D128 S 4k 502 TFLOPS against 375,
     // causal S 4k 406 against 355; D64 S 4k 362 against 349; bf16 1.01-1.29x), 0.65-1.13x the
     // 16-bit defaults. D256 stays portable (its code ring does not fit beside the 16-bit one).
-    if arch_class(arch) == ArchClass::Hopper && precision.is_fp8_kv() && head_dim <= 128 {
+    if arch_class(arch) == ArchClass::Hopper && hopper_fp8kv(precision, head_dim) {
         base = v(HOPPER_N128_PERSISTENT);
     }
     // (Rules for the portable family's 8-bit tiles: not where full FP8 or FP8-KV runs on the
@@ -541,16 +541,10 @@ pub fn default_variant_for_shape(
             KV8_FRAG_D64
         });
     }
-    // Round 20 (runs 106-107): E4M3 K/V (FP8-KV and fp8) at D64 causal up to S 512 take
-    // fragment decode at 16 rows per warp, four 64-row blocks per SM. Run 107 (two rounds,
-    // same run): fp8kv_f16 / fp8kv_bf16 / fp8 195.8 / 190.6 / 196.2 TFLOPS against 187.2 /
-    // 182.7 / 187.8 for the 128-row fragment tile and f16 / bf16's 186.9 / 187.2. From S 1k
-    // it falls behind (run 106: 238.6 / 233.5 against 242.5 / 237.0). The seeds' u8 code was
-    // not measured on it.
-    let e4m3_kv = precision.kv_is_8bit() && precision != Precision::SimFp8;
-    if causal && hopper_kv8 && e4m3_kv && head_dim == 64 && shape.seq_q <= 512 {
-        base = v(KV8_FRAG_D64_SHORT);
-    }
+    // (Round 20's rule for E4M3 K/V at D64 causal up to S 512, the 64-row fragment tile at four
+    // blocks per SM (run 107: 195.8 / 190.6 TFLOPS fp8kv_f16 / bf16 against 187.2 / 182.7),
+    // left in round 29: FP8-KV at D64 and full FP8 run on the Hopper family, and the seeds' u8
+    // code never took it.)
     // Persistent variants launch min(work tiles, SMs) blocks, so the grid test counts work
     // tiles for them as well.
     if base.tile_m <= 64 || grid_blocks(&base, shape) >= u64::from(sm_count) {

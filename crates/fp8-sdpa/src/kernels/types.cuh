@@ -231,6 +231,15 @@ __device__ __forceinline__ u32 f16x2_exact_to_bf16x2(u32 h) {
     float a = to_float(half_t{u16(h & 0xffff)}), b = to_float(half_t{u16(h >> 16)});
     return prmt(__float_as_uint(a), __float_as_uint(b), 0x7632u);
 }
+// Four E4M3 codes to two pairs of C (f16, or bf16 through f16, exact), the halves taken in place
+// as e4m3x4_to_f16_h1: the Hopper family's FP8-KV producer decode (hopper.cu).
+template <typename C> __device__ __forceinline__ void e4m3x4_to_h1(u32 w, u32& lo, u32& hi) {
+    e4m3x4_to_f16_h1(w, lo, hi);
+    if constexpr (Same<C, bf16_t>::value) {
+        lo = f16x2_exact_to_bf16x2(lo);
+        hi = f16x2_exact_to_bf16x2(hi);
+    }
+}
 // The seeds' simulated FP8: f16 bits 0x6400 | u are 1024 + u exactly; subtract 1152.
 __device__ __forceinline__ void u8x4_to_f16_centered(u32 w, u32& lo, u32& hi) {
     u32 a = prmt(w, 0x64646464u, 0x4140u), b = prmt(w, 0x64646464u, 0x4342u);
