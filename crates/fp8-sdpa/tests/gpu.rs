@@ -642,3 +642,91 @@ fn paged_cache_matches_the_cpu_reference() {
         assert!(v.failures.is_empty(), "{p:?} page {page}: {:?}", v.failures);
     }
 }
+
+/// Two Hopper calls back to back, the second taking the first's output as its K and V, with
+/// no host synchronization between them. The Hopper kernels launch as programmatic dependents
+/// (runtime/launch.rs): the second may be scheduled while the first still runs, where the
+/// first's blocks leave SMs, and must wait (griddepcontrol.wait) before it reads. The first
+/// output is poisoned with NaN on the stream before each call pair, and every block of the
+/// second call reads all of it: one that read early would see NaN. The outputs must equal, bit
+/// for bit, those of the same pair with a synchronization between the calls. The calls are
+/// long (about half a millisecond each), so that the second is submitted while the first runs,
+/// and the first's tiles do not divide evenly over its blocks, so that some of its SMs free up
+/// while others still write.
+#[test]
+#[ignore = "needs a GPU (sm_90a for the Hopper family)"]
+fn chained_hopper_calls_read_the_previous_output() {
+    let dev = device();
+    assert_eq!(
+        dev.info().arch,
+        Arch::Sm90a,
+        "the Hopper family needs an sm_90a GPU"
+    );
+    let stream = dev.new_stream().unwrap();
+    let st: &cudarc::driver::CudaStream = &stream;
+    // One head: every block of the second call reads the rows the first call's last tiles
+    // write (with two heads, the second call's first blocks read the first head, long done).
+    let (b, s, h, d) = (1, 32768, 1, 64);
+    let dims = [b, s, h, d];
+    let host = case(Precision::F16, (b, s, s, h, h, d), false, Layout::Bshd, 700);
+    let [q, k, v] = [0, 1, 2].map(|i| stream.clone_htod(&host.enc[i].bytes).unwrap());
+    let mut o1 = stream.alloc_zeros::<u8>(b * s * h * d * 2).unwrap();
+    let mut o2 = stream.alloc_zeros::<u8>(b * s * h * d * 2).unwrap();
+    let poison = vec![0xffu8; b * s * h * d * 2]; // f16 NaN
+    let params = AttnParams::default_for(d, false);
+    let opts = CallOptions {
+        check_descales: false,
+        ..CallOptions::default()
+    };
+    type Buf = cudarc::driver::CudaSlice<u8>;
+    let call = |q: &Buf, k: &Buf, v: &Buf, o: &mut Buf| {
+        let t = |x| TensorRef::contiguous(x, st, DType::F16, dims, Layout::Bshd).unwrap();
+        let a = Attention {
+            q: t(q),
+            k: t(k),
+            v: t(v),
+            o: TensorMut::contiguous(o, st, DType::F16, dims, Layout::Bshd).unwrap(),
+            lse: None,
+            q_descale: None,
+            k_descale: None,
+            v_descale: None,
+            params,
+        };
+        let l = dev.attention(st, &a, opts).unwrap();
+        assert_eq!(
+            l.spec.variant.family,
+            fp8_sdpa::Family::Hopper,
+            "{}",
+            l.spec.key()
+        );
+    };
+    let mut pair = |sync_between: bool| -> Vec<u16> {
+        stream.memcpy_htod(&poison, &mut o1).unwrap();
+        call(&q, &k, &v, &mut o1);
+        if sync_between {
+            stream.synchronize().unwrap();
+        }
+        call(&q, &o1, &o1, &mut o2);
+        stream.synchronize().unwrap();
+        let out = stream.clone_dtoh(&o2).unwrap();
+        out.chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect()
+    };
+    let want = pair(true);
+    let nan = |x: &[u16]| {
+        x.iter()
+            .filter(|&&w| half::f16::from_bits(w).is_nan())
+            .count()
+    };
+    assert_eq!(nan(&want), 0, "the synchronized pair left NaN");
+    for round in 0..6 {
+        let got = pair(false);
+        assert!(
+            got == want,
+            "round {round}: the chained pair differs ({} NaN of {})",
+            nan(&got),
+            got.len()
+        );
+    }
+}

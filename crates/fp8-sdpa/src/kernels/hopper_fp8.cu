@@ -370,6 +370,9 @@ sdpa_hopper(const __grid_constant__ SdpaParams p, const __grid_constant__ Hopper
         }
     }
     __syncthreads();
+    // Barriers and descriptor prefetches above overlap the previous grid; memory after this.
+    griddep_launch_dependents();
+    griddep_wait();
     if (wg == 0) {
         setmaxnreg_dec<PRODUCER_REGS>();
         produce(p, maps, smem);

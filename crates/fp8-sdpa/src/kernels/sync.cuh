@@ -66,3 +66,14 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
 __device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
     SDPA_SM90_ASM("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
 }
+
+// ---- programmatic dependent launch (sm_90+) -------------------------------------------------
+// A grid launched with the programmatic-stream-serialization attribute (runtime/launch.rs) may
+// start while the grid ahead of it in the stream still runs. griddepcontrol.wait blocks until
+// every grid it depends on has completed and its memory operations are visible, so it must come
+// before the first access to memory those grids read or write; without the attribute it
+// returns at once. griddepcontrol.launch_dependents lets the next such grid be scheduled once
+// every block of this one has executed it or exited (its blocks then take the SMs these leave
+// and run up to their own wait). Both compile to nothing below sm_90.
+__device__ __forceinline__ void griddep_wait() { SDPA_SM90_ASM("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void griddep_launch_dependents() { SDPA_SM90_ASM("griddepcontrol.launch_dependents;" :::); }

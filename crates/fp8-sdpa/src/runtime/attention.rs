@@ -2,6 +2,7 @@
 
 use super::abi::SdpaParams;
 use super::device::{Device, LoadedKernel};
+use super::launch;
 use super::tensor::{TensorMut, TensorRef, VecMut, VecRef};
 use super::tma::{self, HopperMaps};
 use super::validate::{check_descale_values, validate, CallDesc, DescaleDesc, Validated};
@@ -10,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::kernels::geometry;
 use crate::problem::AttnParams;
 use crate::variant::{Family, KernelSpec, Variant};
-use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, LaunchConfig};
+use std::ffi::c_void;
 
 /// A descale vector: fp32 values and their batch stride (0 = one per head, broadcast over the
 /// batch; `heads` = one per (batch, head)).
@@ -248,13 +250,17 @@ pub(super) unsafe fn launch_sdpa(
     } else {
         None
     };
-    let mut launch = stream.launch_builder(&kernel.function);
-    launch.arg(params);
+    let mut args: Vec<*mut c_void> = vec![params as *const SdpaParams as *mut c_void];
     if let Some(maps) = &maps {
-        launch.arg(maps);
+        args.push(maps as *const HopperMaps as *mut c_void);
     }
-    // SAFETY: the caller's contract (above); `maps` mirrors the Hopper kernels' HopperMaps.
-    unsafe { launch.launch(cfg) }.map_err(Error::driver(format!("launching {}", spec.key())))?;
+    // The Hopper kernels wait for the work ahead before touching memory (griddep_wait), so
+    // they launch as programmatic dependents: their set-up overlaps that work's tail.
+    let pdl = spec.variant.family == Family::Hopper;
+    // SAFETY: the caller's contract (above); `maps` mirrors the Hopper kernels' HopperMaps, and
+    // both values live until the call returns (the driver copies the parameters).
+    unsafe { launch::launch(stream, &kernel.function, cfg, &mut args, pdl) }
+        .map_err(Error::driver(format!("launching {}", spec.key())))?;
     Ok(Launched {
         spec,
         grid,

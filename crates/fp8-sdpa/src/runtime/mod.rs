@@ -5,6 +5,7 @@ pub mod abi;
 pub mod attention;
 pub(crate) mod decode;
 pub mod device;
+pub(crate) mod launch;
 pub mod paged;
 pub mod quantize;
 pub mod tensor;
