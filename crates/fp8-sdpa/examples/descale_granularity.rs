@@ -10,7 +10,7 @@
 //! few heads carry most of the magnitude) or 4^(h - 7) (16384x).
 use fp8_sdpa::fp8::e4m3;
 use fp8_sdpa::inputs::{generate_qkv, Distribution};
-use fp8_sdpa::{reference, AttnShape};
+use fp8_sdpa::{reference, AttnShape, DType};
 
 /// Scales head h of a BSHD tensor by `f(h)`.
 fn scale_heads(x: &mut [f32], heads: usize, d: usize, f: impl Fn(usize) -> f32) {
@@ -20,29 +20,15 @@ fn scale_heads(x: &mut [f32], heads: usize, d: usize, f: impl Fn(usize) -> f32) 
     }
 }
 
-/// E4M3 round trip with one descale per (batch, head), as the library quantizes.
-fn per_head(x: &[f32], dims: [usize; 4]) -> Vec<f64> {
+/// E4M3 round trip with one descale per (batch, head) of `dims`, as the library quantizes.
+fn round_trip(x: &[f32], dims: [usize; 4]) -> Vec<f64> {
     let (codes, ds) = e4m3::quantize(x, dims).expect("dims match");
-    let (heads, d) = (dims[2], dims[3]);
-    let seq = dims[1];
-    codes
-        .iter()
-        .enumerate()
-        .map(|(i, &c)| {
-            let b = i / (seq * heads * d);
-            let h = (i / d) % heads;
-            e4m3::decode(c) as f64 * ds[b * heads + h] as f64
-        })
-        .collect()
+    reference::dequantize(DType::E4m3, &codes, Some(&ds), dims, dims[2]).expect("dims match")
 }
 
-/// E4M3 round trip with one descale for the whole tensor.
-fn per_tensor(x: &[f32]) -> Vec<f64> {
-    let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let ds = e4m3::descale_for_amax(amax);
-    x.iter()
-        .map(|&v| e4m3::decode(e4m3::encode_scaled(v, ds)) as f64 * ds as f64)
-        .collect()
+/// One descale for the whole tensor: the same round trip with the tensor seen as one head.
+fn per_tensor(x: &[f32], dims: [usize; 4]) -> Vec<f64> {
+    round_trip(x, [1, x.len() / dims[3], 1, dims[3]])
 }
 
 /// Relative L2 error of `got` against `want`, overall and for the worst head.
@@ -82,7 +68,7 @@ fn main() {
             for x in [&mut q, &mut k, &mut v] {
                 scale_heads(x, h, d, |i| step.powi(i as i32 - 7));
             }
-            let wide = |x: &[f32]| x.iter().map(|&v| v as f64).collect::<Vec<f64>>();
+            let wide = reference::widen;
             let want = reference::attention(&shape, &wide(&q), &wide(&k), &wide(&v), scale, false)
                 .expect("shape");
             let run = |f: &dyn Fn(&[f32]) -> Vec<f64>| {
@@ -90,8 +76,8 @@ fn main() {
                     .expect("shape");
                 rel_l2(&o.o, &want.o, h, d)
             };
-            let a = run(&|x| per_head(x, dims));
-            let b = run(&|x| per_tensor(x));
+            let a = run(&|x| round_trip(x, dims));
+            let b = run(&|x| per_tensor(x, dims));
             println!(
                 "{:10} {:12} {:>10.4} / {:<10.4} {:>10.4} / {:<10.4}",
                 dist.name(),

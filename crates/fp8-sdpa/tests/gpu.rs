@@ -14,6 +14,27 @@ fn device() -> Device {
     Device::open(0).expect("these tests need a GPU (run them on the device machine)")
 }
 
+/// The device, which must be an sm_90a GPU (the Hopper family's tests).
+fn hopper_device() -> Device {
+    let dev = device();
+    assert_eq!(
+        dev.info().arch,
+        Arch::Sm90a,
+        "the Hopper family needs an sm_90a GPU"
+    );
+    dev
+}
+
+/// Asserts that `spec` is a Hopper-family kernel.
+fn assert_hopper(spec: &KernelSpec) {
+    assert_eq!(
+        spec.variant.family,
+        fp8_sdpa::Family::Hopper,
+        "{}",
+        spec.key()
+    );
+}
+
 fn case(
     precision: Precision,
     shape: (usize, usize, usize, usize, usize, usize),
@@ -360,12 +381,7 @@ fn fragment_decode_matches_the_cpu_reference() {
             if dev.info().arch == Arch::Sm90a && !hopper {
                 assert!(spec.variant.fragment_decode, "{}", spec.key());
             } else if dev.info().arch == Arch::Sm90a {
-                assert_eq!(
-                    spec.variant.family,
-                    fp8_sdpa::Family::Hopper,
-                    "{}",
-                    spec.key()
-                );
+                assert_hopper(&spec);
             }
         }
     }
@@ -384,21 +400,11 @@ const HOPPER_KV8_TILES: [(usize, &str); 4] = [
 fn hopper_fp8_kv_matches_the_cpu_reference() {
     // Ragged lengths, GQA, both layouts, causal and not, f16 and bf16 Q; then through dispatch,
     // which takes the persistent tile for non-causal FP8-KV at D128 (round 29).
-    let dev = device();
-    assert_eq!(
-        dev.info().arch,
-        Arch::Sm90a,
-        "the Hopper family needs an sm_90a GPU"
-    );
+    let dev = hopper_device();
     let stream = dev.new_stream().unwrap();
     let precisions = [Precision::Fp8KvF16, Precision::Fp8KvBf16];
     for spec in check_ragged_variants(&dev, &stream, &HOPPER_KV8_TILES, &precisions, 170) {
-        assert_eq!(
-            spec.variant.family,
-            fp8_sdpa::Family::Hopper,
-            "{}",
-            spec.key()
-        );
+        assert_hopper(&spec);
     }
     for (j, p) in precisions.into_iter().enumerate() {
         let host = case(
@@ -409,12 +415,7 @@ fn hopper_fp8_kv_matches_the_cpu_reference() {
             190 + j as u64,
         );
         let spec = check(&dev, &stream, &host, KernelChoice::Auto);
-        assert_eq!(
-            spec.variant.family,
-            fp8_sdpa::Family::Hopper,
-            "{}",
-            spec.key()
-        );
+        assert_hopper(&spec);
     }
 }
 
@@ -656,12 +657,7 @@ fn paged_cache_matches_the_cpu_reference() {
 #[test]
 #[ignore = "needs a GPU (sm_90a for the Hopper family)"]
 fn chained_hopper_calls_read_the_previous_output() {
-    let dev = device();
-    assert_eq!(
-        dev.info().arch,
-        Arch::Sm90a,
-        "the Hopper family needs an sm_90a GPU"
-    );
+    let dev = hopper_device();
     let stream = dev.new_stream().unwrap();
     let st: &cudarc::driver::CudaStream = &stream;
     // One head: every block of the second call reads the rows the first call's last tiles
@@ -693,12 +689,7 @@ fn chained_hopper_calls_read_the_previous_output() {
             params,
         };
         let l = dev.attention(st, &a, opts).unwrap();
-        assert_eq!(
-            l.spec.variant.family,
-            fp8_sdpa::Family::Hopper,
-            "{}",
-            l.spec.key()
-        );
+        assert_hopper(&l.spec);
     };
     let mut pair = |sync_between: bool| -> Vec<u16> {
         stream.memcpy_htod(&poison, &mut o1).unwrap();

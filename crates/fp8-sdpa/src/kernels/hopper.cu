@@ -172,22 +172,6 @@ struct Decoder {
     }
 };
 
-// The block's ring uses in order: key block j of tile t, blocks from the last to the first
-// (two registers).
-struct UseCursor {
-    int t, j;
-    __device__ bool next(const Scheduler& sched, const SdpaParams& p) {
-        while (j <= 0) {
-            t += gridDim.x;
-            if (t >= sched.tiles) return false;
-            const Tile w = sched.at(p, t);
-            j = w.live() ? w.n_blocks : 0;
-        }
-        --j;
-        return true;
-    }
-};
-
 // Decodes K(u), then V(u), use after use; thread 0 keeps the codes STAGES uses ahead and loads
 // each tile's Q as the decode reaches the tile. A 16-bit stage is written once its EMPTY has
 // completed (the consumers' wgmma has read it) and is published per warp: every thread fences
@@ -393,9 +377,7 @@ sdpa_hopper(const __grid_constant__ SdpaParams p, const __grid_constant__ Hopper
         }
     }
     __syncthreads();
-    // Barriers and descriptor prefetches above overlap the previous grid; memory after this.
-    griddep_launch_dependents();
-    griddep_wait();
+    griddep_setup_done();
     if (wg == 0) {
         setmaxnreg_dec<PRODUCER_REGS>();
         if constexpr (KV8)

@@ -370,9 +370,7 @@ sdpa_hopper(const __grid_constant__ SdpaParams p, const __grid_constant__ Hopper
         }
     }
     __syncthreads();
-    // Barriers and descriptor prefetches above overlap the previous grid; memory after this.
-    griddep_launch_dependents();
-    griddep_wait();
+    griddep_setup_done();
     if (wg == 0) {
         setmaxnreg_dec<PRODUCER_REGS>();
         produce(p, maps, smem);

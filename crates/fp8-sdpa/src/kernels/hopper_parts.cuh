@@ -80,6 +80,22 @@ struct Scheduler {
     }
 };
 
+// A block's ring uses in order, one at a time: key block j of its tile t, each tile's blocks
+// from the last to the first, as the producer and consumers walk them (two registers).
+struct UseCursor {
+    int t, j;
+    __device__ bool next(const Scheduler& sched, const SdpaParams& p) {
+        while (j <= 0) {
+            t += gridDim.x;
+            if (t >= sched.tiles) return false;
+            const Tile w = sched.at(p, t);
+            j = w.live() ? w.n_blocks : 0;
+        }
+        --j;
+        return true;
+    }
+};
+
 // ---- consumer: one warpgroup, 64 query rows -----------------------------------------------
 // Each thread owns rows r = 16 * warp + g and r + 8 of the warpgroup's 64, and in every
 // accumulator the columns 8j + 2t, 8j + 2t + 1 (wgmma_ops.cuh's layout).

@@ -77,3 +77,9 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
 // and run up to their own wait). Both compile to nothing below sm_90.
 __device__ __forceinline__ void griddep_wait() { SDPA_SM90_ASM("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void griddep_launch_dependents() { SDPA_SM90_ASM("griddepcontrol.launch_dependents;" :::); }
+// A block's set-up (barriers, descriptor prefetches) is done and touched no global memory: let
+// the next grid be scheduled, then wait for the previous one's memory before going on.
+__device__ __forceinline__ void griddep_setup_done() {
+    griddep_launch_dependents();
+    griddep_wait();
+}

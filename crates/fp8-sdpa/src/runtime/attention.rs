@@ -250,16 +250,20 @@ pub(super) unsafe fn launch_sdpa(
     } else {
         None
     };
-    let mut args: Vec<*mut c_void> = vec![params as *const SdpaParams as *mut c_void];
-    if let Some(maps) = &maps {
-        args.push(maps as *const HopperMaps as *mut c_void);
-    }
+    // The kernel's parameters: SdpaParams, then (Hopper) the tensor maps.
+    let mut args: [*mut c_void; 2] = [
+        params as *const SdpaParams as *mut c_void,
+        maps.as_ref().map_or(std::ptr::null_mut(), |m| {
+            m as *const HopperMaps as *mut c_void
+        }),
+    ];
+    let n_args = if maps.is_some() { 2 } else { 1 };
     // The Hopper kernels wait for the work ahead before touching memory (griddep_wait), so
     // they launch as programmatic dependents: their set-up overlaps that work's tail.
     let pdl = spec.variant.family == Family::Hopper;
     // SAFETY: the caller's contract (above); `maps` mirrors the Hopper kernels' HopperMaps, and
     // both values live until the call returns (the driver copies the parameters).
-    unsafe { launch::launch(stream, &kernel.function, cfg, &mut args, pdl) }
+    unsafe { launch::launch(stream, &kernel.function, cfg, &mut args[..n_args], pdl) }
         .map_err(Error::driver(format!("launching {}", spec.key())))?;
     Ok(Launched {
         spec,
