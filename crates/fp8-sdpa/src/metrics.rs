@@ -38,6 +38,32 @@ pub struct ErrorStats {
 /// length). `atol` and `rtol` define a bad element: `|err| > atol + rtol·|ref|`. Errors when
 /// the lengths differ or a tolerance is negative or NaN.
 pub fn compare(out: &[f32], reference: &[f64], atol: f64, rtol: f64) -> Result<ErrorStats> {
+    compare_with_slack(out, reference, atol, rtol, 0.0, &[])
+}
+
+/// [`compare`] with a per-element slack: element `i` is bad when `|err| > atol + rtol·|ref| +
+/// per_slack·slack[i]` (an empty `slack` adds nothing). Errors as [`compare`] does, and when
+/// `per_slack` is negative or NaN or a non-empty `slack` has another length.
+pub fn compare_with_slack(
+    out: &[f32],
+    reference: &[f64],
+    atol: f64,
+    rtol: f64,
+    per_slack: f64,
+    slack: &[f64],
+) -> Result<ErrorStats> {
+    if !slack.is_empty() && slack.len() != reference.len() {
+        return Err(Error::InvalidInput(format!(
+            "slack has {} elements, reference {}",
+            slack.len(),
+            reference.len()
+        )));
+    }
+    if per_slack.is_nan() || per_slack < 0.0 {
+        return Err(Error::InvalidInput(format!(
+            "the slack factor must be non-negative: {per_slack}"
+        )));
+    }
     if out.len() != reference.len() {
         return Err(Error::InvalidInput(format!(
             "output has {} elements, reference {}",
@@ -79,7 +105,8 @@ pub fn compare(out: &[f32], reference: &[f64], atol: f64, rtol: f64) -> Result<E
             s.max_abs = err;
             s.max_abs_index = Some(i);
         }
-        if err > atol + rtol * r.abs() {
+        let extra = slack.get(i).map_or(0.0, |x| per_slack * x);
+        if err > atol + rtol * r.abs() + extra {
             s.bad += 1;
         }
     }
@@ -545,5 +572,35 @@ mod tests {
             Thresholds::for_kernel(&spec(portable, Precision::Fp8)),
             Thresholds::for_precision(Precision::Fp8)
         );
+    }
+
+    #[test]
+    fn the_8bit_wgmma_lse_bound_grows_with_the_score_magnitude_only() {
+        use crate::harness::lse_tolerances;
+        use crate::variant::{KernelSpec, Variant};
+        let spec = |key: &str, precision| KernelSpec {
+            variant: key.parse::<Variant>().unwrap(),
+            precision,
+            head_dim: 128,
+            causal: true,
+        };
+        // Two rows off by 0.5 with LSE 60: one of outlier scores (magnitude 7000, as in
+        // verify's causal large_rows case), one of ordinary ones (magnitude 10).
+        let (got, want, mag) = ([60.5f32, 60.5], [60.0, 60.0], [7000.0, 10.0]);
+        let bad = |key: &str, p| {
+            let b = lse_tolerances(&spec(key, p));
+            compare_with_slack(&got, &want, b.atol, b.rtol, b.per_magnitude, &mag)
+                .unwrap()
+                .bad
+        };
+        assert_eq!(bad("hopper.m128.n128.w12.s2.b1.w4oex", Precision::Fp8), 1);
+        assert_eq!(bad("hopper.m128.n128.w12.s2.b1.w4oex", Precision::Bf16), 2);
+        assert_eq!(bad("portable.m128.n64.w4.s2.b2.ctelx", Precision::Fp8), 2);
+        // Without magnitudes (a reference assembled without them) nothing is added.
+        let b = lse_tolerances(&spec("hopper.m128.n128.w12.s2.b1.w4oex", Precision::Fp8));
+        let s = compare_with_slack(&got, &want, b.atol, b.rtol, b.per_magnitude, &[]).unwrap();
+        assert_eq!(s.bad, 2);
+        assert!(compare_with_slack(&got, &want, 0.0, 0.0, 1.0, &[1.0]).is_err());
+        assert!(compare_with_slack(&got, &want, 0.0, 0.0, -1.0, &mag).is_err());
     }
 }

@@ -20,6 +20,11 @@ pub struct RefOutput {
     /// Per-row log-sum-exp of the scaled scores, `[batch, heads_q, seq_q]` (varlen:
     /// `[heads_q, total_q]`), natural log; −inf for a row that sees no key.
     pub lse: Vec<f64>,
+    /// Per row (ordered as `lse`), the largest `scale · Σ_c |q_c · k_c|` over the keys the row
+    /// sees (0 for a row that sees none): the magnitude that a score's additions round
+    /// against, which bounds the 8-bit `wgmma`'s score error (`harness::lse_tolerances`).
+    /// Empty where a caller assembled the reference without it.
+    pub score_magnitude: Vec<f64>,
 }
 
 /// Number of keys query row `i` sees: all of them, or under the bottom-right-aligned causal
@@ -76,8 +81,9 @@ pub fn attention(
     } = *shape;
     let group = heads_q / heads_kv;
 
-    // One task per (batch, query head); each returns its [seq_q, d] rows and seq_q LSEs.
-    let per_head: Vec<(Vec<f64>, Vec<f64>)> = (0..batch * heads_q)
+    // One task per (batch, query head); each returns its [seq_q, d] rows, seq_q LSEs and
+    // score magnitudes.
+    let per_head: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> = (0..batch * heads_q)
         .into_par_iter()
         .map(|bh| {
             let (b, h) = (bh / heads_q, bh % heads_q);
@@ -94,32 +100,40 @@ pub fn attention(
             let (kh, vh) = (gather(k), gather(v));
             let mut o = vec![0f64; seq_q * d];
             let mut lse = vec![f64::NEG_INFINITY; seq_q];
+            let mut mag = vec![0f64; seq_q];
             let mut s = vec![0f64; seq_kv];
             for i in 0..seq_q {
                 let qi = &q[((b * seq_q + i) * heads_q + h) * d..][..d];
                 let n = visible_keys(i, seq_q, seq_kv, causal);
-                lse[i] = attend_row(qi, &kh, &vh, n, scale, &mut s, &mut o[i * d..][..d]);
+                (lse[i], mag[i]) = attend_row(qi, &kh, &vh, n, scale, &mut s, &mut o[i * d..][..d]);
             }
-            (o, lse)
+            (o, lse, mag)
         })
         .collect();
 
     let mut o = vec![0f64; shape.q_len()];
     let mut lse = Vec::with_capacity(shape.lse_len());
-    for (bh, (oh, lh)) in per_head.into_iter().enumerate() {
+    let mut score_magnitude = Vec::with_capacity(shape.lse_len());
+    for (bh, (oh, lh, mh)) in per_head.into_iter().enumerate() {
         let (b, h) = (bh / heads_q, bh % heads_q);
         for i in 0..seq_q {
             let at = ((b * seq_q + i) * heads_q + h) * d;
             o[at..at + d].copy_from_slice(&oh[i * d..][..d]);
         }
         lse.extend_from_slice(&lh); // [b, h, seq_q] order is the task order
+        score_magnitude.extend_from_slice(&mh);
     }
-    Ok(RefOutput { o, lse })
+    Ok(RefOutput {
+        o,
+        lse,
+        score_magnitude,
+    })
 }
 
 /// One query row `qi` against the first `n` rows of a head's gathered keys `kh` and values
 /// `vh` (`[keys, d]`, d = `qi.len()`): writes the output row to `oi` (left 0 when `n` is 0)
-/// and returns the LSE (−inf when `n` is 0). `s` is scratch of at least `n` scores.
+/// and returns the LSE (−inf when `n` is 0) and the row's score magnitude
+/// ([`RefOutput::score_magnitude`]). `s` is scratch of at least `n` scores.
 fn attend_row(
     qi: &[f64],
     kh: &[f64],
@@ -128,15 +142,20 @@ fn attend_row(
     scale: f64,
     s: &mut [f64],
     oi: &mut [f64],
-) -> f64 {
+) -> (f64, f64) {
     let d = qi.len();
     if n == 0 {
-        return f64::NEG_INFINITY; // fully masked: O = 0, LSE = -inf
+        return (f64::NEG_INFINITY, 0.0); // fully masked: O = 0, LSE = -inf
     }
     let s = &mut s[..n];
+    let mut mag = 0f64;
     for (j, sj) in s.iter_mut().enumerate() {
         let kj = &kh[j * d..][..d];
-        *sj = scale * qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f64>();
+        let (dot, abs) = qi.iter().zip(kj).fold((0f64, 0f64), |(t, a), (x, y)| {
+            (t + x * y, a + (x * y).abs())
+        });
+        *sj = scale * dot;
+        mag = mag.max(scale.abs() * abs);
     }
     // Row max that keeps NaN: f64::max would drop it and hide a NaN score.
     let m = s.iter().fold(
@@ -162,7 +181,7 @@ fn attend_row(
     for oc in oi.iter_mut() {
         *oc /= l;
     }
-    m + l.ln()
+    (m + l.ln(), mag)
 }
 
 /// Attention over a variable-length batch in f64 ([`VarlenShape`]: FlashAttention's varlen
@@ -195,8 +214,8 @@ pub fn attention_varlen(
         }
     }
     let group = hq / hkv;
-    // One task per (sequence, query head): its rows of O and its LSEs.
-    let per_head: Vec<(Vec<f64>, Vec<f64>)> = (0..shape.batch() * hq)
+    // One task per (sequence, query head): its rows of O, its LSEs and score magnitudes.
+    let per_head: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> = (0..shape.batch() * hq)
         .into_par_iter()
         .map(|bh| {
             let (b, h) = (bh / hq, bh % hq);
@@ -210,25 +229,32 @@ pub fn attention_varlen(
             let (kh, vh) = (gather(k), gather(v));
             let mut o = vec![0f64; lq * d];
             let mut lse = vec![f64::NEG_INFINITY; lq];
+            let mut mag = vec![0f64; lq];
             let mut s = vec![0f64; lk];
             for (i, tok) in qs.enumerate() {
                 let qi = &q[(tok * hq + h) * d..][..d];
                 let n = visible_keys(i, lq, lk, causal);
-                lse[i] = attend_row(qi, &kh, &vh, n, scale, &mut s, &mut o[i * d..][..d]);
+                (lse[i], mag[i]) = attend_row(qi, &kh, &vh, n, scale, &mut s, &mut o[i * d..][..d]);
             }
-            (o, lse)
+            (o, lse, mag)
         })
         .collect();
     let mut o = vec![0f64; total_q * hq * d];
     let mut lse = vec![f64::NEG_INFINITY; hq * total_q];
-    for (bh, (oh, lh)) in per_head.into_iter().enumerate() {
+    let mut score_magnitude = vec![0f64; hq * total_q];
+    for (bh, (oh, lh, mh)) in per_head.into_iter().enumerate() {
         let (b, h) = (bh / hq, bh % hq);
         for (i, tok) in shape.q_range(b).enumerate() {
             o[(tok * hq + h) * d..][..d].copy_from_slice(&oh[i * d..][..d]);
             lse[h * total_q + tok] = lh[i];
+            score_magnitude[h * total_q + tok] = mh[i];
         }
     }
-    Ok(RefOutput { o, lse })
+    Ok(RefOutput {
+        o,
+        lse,
+        score_magnitude,
+    })
 }
 
 /// Widens f32 values to f64 (exact).
@@ -382,7 +408,43 @@ mod tests {
                 }
             }
         }
-        RefOutput { o, lse }
+        RefOutput {
+            o,
+            lse,
+            score_magnitude: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn score_magnitude_is_the_largest_absolute_product_sum_the_row_sees() {
+        let s = shape(1, 3, 4, 2, 1, 8);
+        let (q, k, v) = (
+            random(11, s.q_len()),
+            random(12, s.kv_len()),
+            random(13, s.kv_len()),
+        );
+        let scale = -0.3; // a negative scale still gives a magnitude
+        let r = attention(&s, &q, &k, &v, scale, true).unwrap();
+        assert_eq!(r.score_magnitude.len(), r.lse.len());
+        for h in 0..2 {
+            for i in 0..3 {
+                let n = visible_keys(i, 3, 4, true);
+                let qi = &q[(i * 2 + h) * 8..][..8];
+                let want = (0..n)
+                    .map(|j| {
+                        0.3 * qi
+                            .iter()
+                            .zip(&k[j * 8..][..8])
+                            .map(|(a, b)| (a * b).abs())
+                            .sum::<f64>()
+                    })
+                    .fold(0.0, f64::max);
+                assert!(
+                    (r.score_magnitude[h * 3 + i] - want).abs() < 1e-12,
+                    "h {h} i {i}"
+                );
+            }
+        }
     }
 
     fn random(seed: u64, n: usize) -> Vec<f64> {

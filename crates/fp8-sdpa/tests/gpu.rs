@@ -606,6 +606,7 @@ fn paged_cache_matches_the_cpu_reference() {
         let mut want = RefOutput {
             o: Vec::new(),
             lse: Vec::new(),
+            score_magnitude: Vec::new(),
         };
         for (b, &n) in lens.iter().enumerate() {
             let shape = AttnShape::new(1, sq, n, hq, hkv, d);
@@ -617,12 +618,14 @@ fn paged_cache_matches_the_cpu_reference() {
                 RefOutput {
                     o: vec![0.0; sq * hq * d],
                     lse: vec![f64::NEG_INFINITY; hq * sq],
+                    score_magnitude: vec![0.0; hq * sq],
                 }
             } else {
                 reference::attention(&shape, qs, ks, vs, params.scale as f64, causal).unwrap()
             };
             want.o.extend(r.o);
             want.lse.extend(r.lse);
+            want.score_magnitude.extend(r.score_magnitude);
         }
         let got = fp8_sdpa::harness::RunOutput {
             o: o_host,

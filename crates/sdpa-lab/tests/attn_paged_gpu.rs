@@ -170,6 +170,7 @@ fn reference_of(c: &Case, q: &Encoded, kv: [&Encoded; 2], cache: &Cache, scale: 
     let mut want = RefOutput {
         o: Vec::new(),
         lse: Vec::new(),
+        score_magnitude: Vec::new(),
     };
     for (b, &n) in LENS.iter().enumerate() {
         let deq = |e: &Encoded, pool: &[u8]| {
@@ -190,6 +191,7 @@ fn reference_of(c: &Case, q: &Encoded, kv: [&Encoded; 2], cache: &Cache, scale: 
         let r = reference::attention(&shape, qs, &kf, &vf, scale, c.causal).unwrap();
         want.o.extend(r.o);
         want.lse.extend(r.lse);
+        want.score_magnitude.extend(r.score_magnitude);
     }
     want
 }

@@ -179,25 +179,36 @@ __device__ __forceinline__ void qk_steps(float (&s)[N / 2], u32 q_tile, u32 k_ti
                                     wgmma_desc(k_tile + slab * KV_SLAB + off, 16, ATOM, LAYOUT), kk > K0);
     }
 }
-// At D256 one chain of eight k-steps loses too much of a large score to the 8-bit wgmma's
-// reduced-precision additions (rows of x30 outliers: LSE off by 0.3, over verify's bound), so
-// S runs as two chains of four, added in fp32 (run 147). On the 64-key tile the second chain's
-// 32 registers fit beside O's 128; on the 128-key one they spill.
-constexpr bool QK_SPLIT = D > 128;
-static_assert(!QK_SPLIT || TILE_N == 64, "the split S = Q.K^T needs the 64-key tile");
-__device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32 k_tile) {
+// The 8-bit wgmma's additions keep 13 bits below the largest exponent among a step's products
+// and the accumulator, truncated (a CPU model, example `wgmma_accumulation`, reproduces the
+// LSE errors verify measured to three digits): on rows of x30 outliers one chain of eight
+// k-steps (D256) or four (D128) missed verify's bounds. So from D128 S = Q.K^T runs as two
+// chains of D / 64 steps, added in fp32.
+constexpr bool QK_SPLIT = D >= 128;
+static_assert(D < 256 || TILE_N == 64, "D256's split S needs the 64-key tile");
+// Issues the two chains into s and t as one group; the caller waits, then adds (join_qk).
+__device__ __forceinline__ void issue_qk_split(float (&s)[TILE_N / 2], float (&t)[TILE_N / 2], u32 q_tile,
+                                               u32 k_tile) {
     wgmma_fence();
+    qk_steps<TILE_N, 0, D / 64>(s, q_tile, k_tile);
+    qk_steps<TILE_N, D / 64, D / 32>(t, q_tile, k_tile);
+    wgmma_commit();
+}
+__device__ __forceinline__ void join_qk(float (&s)[TILE_N / 2], float (&t)[TILE_N / 2]) {
+    wgmma_hold(s);
+    wgmma_hold(t);
+#pragma unroll
+    for (int i = 0; i < TILE_N / 2; ++i) s[i] += t[i];
+}
+// The sequential consumer's S: complete when this returns for a split S, else committed.
+__device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32 k_tile) {
     if (QK_SPLIT) {
         float t[TILE_N / 2];
-        qk_steps<TILE_N, 0, D / 64>(s, q_tile, k_tile);
-        qk_steps<TILE_N, D / 64, D / 32>(t, q_tile, k_tile);
-        wgmma_commit();
+        issue_qk_split(s, t, q_tile, k_tile);
         wgmma_wait<0>();
-        wgmma_hold(s);
-        wgmma_hold(t);
-#pragma unroll
-        for (int i = 0; i < TILE_N / 2; ++i) s[i] += t[i];
+        join_qk(s, t);
     } else {
+        wgmma_fence();
         qk_steps<TILE_N, 0, D / 32>(s, q_tile, k_tile);
         wgmma_commit();
     }
@@ -210,6 +221,21 @@ __device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32
 // for all of D does not fit beside O (128 + 128 of 232 registers), so P.V runs in column
 // halves of 128 (Vt rows 128 part ..), each added to O before the next is issued.
 constexpr int PV_PARTS = D > 128 ? 2 : 1, DP = D / PV_PARTS;
+// S(j + 1) in the overlapped consumer, which holds it beside OB(j) with no 64 registers for a
+// split S's second chain: that chain borrows OB (free until P.V(j) is issued), so S completes
+// before this returns (-5..9 % at D128, run 181; the alternatives measured slower are in
+// docs/results/2026-11-26-round31). SPLIT is a parameter so that other builds discard it.
+static_assert(!(OVERLAP && QK_SPLIT) || TILE_N == DP, "the overlapped split S borrows OB: tile_n must be D");
+template <bool SPLIT = QK_SPLIT && OVERLAP, class Ob>
+__device__ __forceinline__ void issue_qk_borrowing(float (&s)[TILE_N / 2], Ob& ob, u32 q_tile, u32 k_tile) {
+    if constexpr (SPLIT) {
+        issue_qk_split(s, ob, q_tile, k_tile);
+        wgmma_wait<0>();
+        join_qk(s, ob);
+    } else {
+        issue_qk(s, q_tile, k_tile);
+    }
+}
 static_assert(!OVERLAP || PV_PARTS == 1, "D256 needs the sequential consumer");
 __device__ __forceinline__ void issue_pv(float (&ob)[DP / 2], const u32 (&pa)[TILE_N / 32][4], u32 vt) {
     wgmma_fence();
@@ -315,7 +341,7 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
             for (--j; j >= 0; --j, ++it) {
                 mbar_wait(bar_at(smem, K_FULL, it + 1), phase_of(it + 1));
                 turn_wait(cw);
-                issue_qk(s, q_tile, k_tile(it + 1));
+                issue_qk_borrowing(s, ob, q_tile, k_tile(it + 1));
                 mbar_wait(bar_at(smem, V_FULL, it), phase_of(it));
                 issue_pv(ob, pa, v_tile(it));
                 turn_pass(cw);
