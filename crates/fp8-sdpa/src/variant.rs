@@ -639,6 +639,13 @@ impl KernelSpec {
                     self.precision.name()
                 ))
             }
+            Family::Hopper if self.precision.is_fp8_kv() && self.head_dim > 128 => fail(
+                "the hopper family's FP8-KV decode serves head dims 64 and 128: at 256 the code \
+                 ring leaves room for 48-key tiles at most, which ran no faster than the portable \
+                 family and faulted in verify (round 31, run 185); FP8-KV at d256 runs on the \
+                 portable family"
+                    .to_string(),
+            ),
             Family::Hopper
                 if self.precision == Precision::Fp8
                     && self.variant.tile_n != 64
@@ -1255,6 +1262,27 @@ mod tests {
         ] {
             let v: Variant = bad.parse().unwrap();
             assert!(reason(v.validate()).contains("paired_rows"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hopper_fp8kv_serves_d64_and_d128_only() {
+        for (d, ok) in [(64, true), (128, true), (256, false)] {
+            let s = KernelSpec {
+                variant: "hopper.m128.n48.w12.s2.b1.w4ogex".parse().unwrap(),
+                precision: Precision::Fp8KvBf16,
+                head_dim: d,
+                causal: true,
+            };
+            match s.validate(Arch::Sm90a) {
+                Ok(()) => assert!(ok, "d{d} passed"),
+                Err(e) => {
+                    assert!(!ok, "d{d}: {e}");
+                    assert!(e
+                        .to_string()
+                        .contains("FP8-KV decode serves head dims 64 and 128"));
+                }
+            }
         }
     }
 }
