@@ -7,8 +7,8 @@
 // GEMMs. The consumers are hopper.cu's (S = Q.K^T, online softmax, P.V with P from
 // registers), with P packed to E4M3 (scaled up by 2^8, hopper_parts.cuh's P_SHIFT), each key
 // block's P.V added to O in fp32, and the descales folded into the softmax scale (Q, K) and
-// the epilogue (V). D256 runs the sequential consumer on 64-key tiles, with S = Q.K^T in two
-// chains and P.V in two column halves, each added in fp32 (issue_qk, issue_pv).
+// the epilogue (V). From D128 S = Q.K^T runs in two chains added in fp32 (issue_qk); D256
+// runs the sequential consumer on 64-key tiles with P.V in two column halves (issue_pv).
 //
 // P's register order: the S accumulator gives lane (g, t) the keys 8j + 2t, 8j + 2t + 1, while
 // an 8-bit A fragment wants 4t .. 4t + 3 in one register. Rather than shuffle P, each register
@@ -221,10 +221,10 @@ __device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32
 // for all of D does not fit beside O (128 + 128 of 232 registers), so P.V runs in column
 // halves of 128 (Vt rows 128 part ..), each added to O before the next is issued.
 constexpr int PV_PARTS = D > 128 ? 2 : 1, DP = D / PV_PARTS;
-// S(j + 1) in the overlapped consumer, which holds it beside OB(j) with no 64 registers for a
-// split S's second chain: that chain borrows OB (free until P.V(j) is issued), so S completes
-// before this returns (-5..9 % at D128, run 181; the alternatives measured slower are in
-// docs/results/2026-11-26-round31). SPLIT is a parameter so that other builds discard it.
+// S(j + 1) in the overlapped consumer, which has no 64 registers for a split S's second chain
+// beside OB(j): it borrows OB (free until P.V(j) is issued), so S completes before this
+// returns (5-9 % of the D128 speed; slower alternatives: docs/results/2026-11-26-round31).
+// SPLIT is a parameter so that other builds discard the branch.
 static_assert(!(OVERLAP && QK_SPLIT) || TILE_N == DP, "the overlapped split S borrows OB: tile_n must be D");
 template <bool SPLIT = QK_SPLIT && OVERLAP, class Ob>
 __device__ __forceinline__ void issue_qk_borrowing(float (&s)[TILE_N / 2], Ob& ob, u32 q_tile, u32 k_tile) {
