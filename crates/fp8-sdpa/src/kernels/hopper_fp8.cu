@@ -214,12 +214,10 @@ __device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32
     }
 }
 // OB = P.V of one key block: Vt is K-major (keys contiguous), 128 keys per slab, a k32 step
-// +32 bytes. The block's product goes to its own accumulator, added to O in fp32 by the
-// threads (add_block): the 8-bit wgmma accumulates at reduced precision (its additions keep
-// about 14 significant bits, DeepSeek-V3's report), which over the hundreds of key blocks
-// of a long row drifts O by several % if O itself is the accumulator. At D256 an accumulator
-// for all of D does not fit beside O (128 + 128 of 232 registers), so P.V runs in column
-// halves of 128 (Vt rows 128 part ..), each added to O before the next is issued.
+// +32 bytes. The block's product goes to its own accumulator, added to O in fp32: with O as
+// the accumulator, the 8-bit additions (above) drift O by several % over a long row's hundreds
+// of blocks. At D256 an accumulator for all of D does not fit beside O (128 + 128 of 232
+// registers), so P.V runs in column halves of 128, each added to O before the next is issued.
 constexpr int PV_PARTS = D > 128 ? 2 : 1, DP = D / PV_PARTS;
 // S(j + 1) in the overlapped consumer, which has no 64 registers for a split S's second chain
 // beside OB(j): it borrows OB (free until P.V(j) is issued), so S completes before this
