@@ -49,6 +49,7 @@ static_assert(TILE_M == 64 * CONSUMERS, "one 64-row wgmma tile per consumer warp
 static_assert(D % 64 == 0 && TILE_N % 16 == 0 && TILE_N <= 256, "tile shape");
 static_assert(Same<T, half_t>::value || Same<T, bf16_t>::value, "16-bit Q");
 static_assert(KV8 || Same<KvT, T>::value, "K/V in Q's type, or E4M3");
+static_assert(!KV8 || D <= 128, "FP8-KV serves D64 and D128 (variant.rs says why)");
 
 constexpr u32 Q_SLAB = TILE_M * 128, KV_SLAB = TILE_N * 128;
 constexpr u32 Q_BYTES = Q_SLAB * SLABS, KV_BYTES = KV_SLAB * SLABS;

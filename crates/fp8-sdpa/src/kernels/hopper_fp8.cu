@@ -186,29 +186,25 @@ __device__ __forceinline__ void qk_steps(float (&s)[N / 2], u32 q_tile, u32 k_ti
 // chains of D / 64 steps, added in fp32.
 constexpr bool QK_SPLIT = D >= 128;
 static_assert(D < 256 || TILE_N == 64, "D256's split S needs the 64-key tile");
-// Issues the two chains into s and t as one group; the caller waits, then adds (join_qk).
-__device__ __forceinline__ void issue_qk_split(float (&s)[TILE_N / 2], float (&t)[TILE_N / 2], u32 q_tile,
-                                               u32 k_tile) {
+// S = Q.K^T into s. Split, the second chain accumulates in registers the caller lends (t),
+// S is joined, and it is complete on return; unsplit, S is committed. The overlapped consumer
+// has no 64 registers to spare beside OB(j): it lends OB, free until P.V(j) is issued, so S
+// completes before P.V(j) is issued (5-9 % of the D128 speed; slower alternatives: docs/
+// results/2026-11-26-round31). SPLIT is a parameter so that a call site that cannot split
+// (the overlapped one, compiled but never run at D256) discards the branch.
+template <bool SPLIT = QK_SPLIT, class Lent>
+__device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], Lent& t, u32 q_tile, u32 k_tile) {
     wgmma_fence();
-    qk_steps<TILE_N, 0, D / 64>(s, q_tile, k_tile);
-    qk_steps<TILE_N, D / 64, D / 32>(t, q_tile, k_tile);
-    wgmma_commit();
-}
-__device__ __forceinline__ void join_qk(float (&s)[TILE_N / 2], float (&t)[TILE_N / 2]) {
-    wgmma_hold(s);
-    wgmma_hold(t);
-#pragma unroll
-    for (int i = 0; i < TILE_N / 2; ++i) s[i] += t[i];
-}
-// The sequential consumer's S: complete when this returns for a split S, else committed.
-__device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32 k_tile) {
-    if (QK_SPLIT) {
-        float t[TILE_N / 2];
-        issue_qk_split(s, t, q_tile, k_tile);
+    if constexpr (SPLIT) {
+        qk_steps<TILE_N, 0, D / 64>(s, q_tile, k_tile);
+        qk_steps<TILE_N, D / 64, D / 32>(t, q_tile, k_tile);
+        wgmma_commit();
         wgmma_wait<0>();
-        join_qk(s, t);
+        wgmma_hold(s);
+        wgmma_hold(t);
+#pragma unroll
+        for (int i = 0; i < TILE_N / 2; ++i) s[i] += t[i];
     } else {
-        wgmma_fence();
         qk_steps<TILE_N, 0, D / 32>(s, q_tile, k_tile);
         wgmma_commit();
     }
@@ -219,21 +215,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32
 // of blocks. At D256 an accumulator for all of D does not fit beside O (128 + 128 of 232
 // registers), so P.V runs in column halves of 128, each added to O before the next is issued.
 constexpr int PV_PARTS = D > 128 ? 2 : 1, DP = D / PV_PARTS;
-// S(j + 1) in the overlapped consumer, which has no 64 registers for a split S's second chain
-// beside OB(j): it borrows OB (free until P.V(j) is issued), so S completes before this
-// returns (5-9 % of the D128 speed; slower alternatives: docs/results/2026-11-26-round31).
-// SPLIT is a parameter so that other builds discard the branch.
 static_assert(!(OVERLAP && QK_SPLIT) || TILE_N == DP, "the overlapped split S borrows OB: tile_n must be D");
-template <bool SPLIT = QK_SPLIT && OVERLAP, class Ob>
-__device__ __forceinline__ void issue_qk_borrowing(float (&s)[TILE_N / 2], Ob& ob, u32 q_tile, u32 k_tile) {
-    if constexpr (SPLIT) {
-        issue_qk_split(s, ob, q_tile, k_tile);
-        wgmma_wait<0>();
-        join_qk(s, ob);
-    } else {
-        issue_qk(s, q_tile, k_tile);
-    }
-}
 static_assert(!OVERLAP || PV_PARTS == 1, "D256 needs the sequential consumer");
 __device__ __forceinline__ void issue_pv(float (&ob)[DP / 2], const u32 (&pa)[TILE_N / 32][4], u32 vt) {
     wgmma_fence();
@@ -306,7 +288,8 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
         auto scores = [&](u32 u, int j) {
             mbar_wait(bar_at(smem, K_FULL, u), phase_of(u));
             turn_wait(cw);
-            issue_qk(s, q_tile, k_tile(u));
+            float s2[TILE_N / 2];  // the split S's second chain (unused unsplit)
+            issue_qk(s, s2, q_tile, k_tile(u));
             turn_pass(cw);
             wgmma_wait<0>();
             wgmma_hold(s);
@@ -339,7 +322,7 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
             for (--j; j >= 0; --j, ++it) {
                 mbar_wait(bar_at(smem, K_FULL, it + 1), phase_of(it + 1));
                 turn_wait(cw);
-                issue_qk_borrowing(s, ob, q_tile, k_tile(it + 1));
+                issue_qk<QK_SPLIT && OVERLAP>(s, ob, q_tile, k_tile(it + 1));
                 mbar_wait(bar_at(smem, V_FULL, it), phase_of(it));
                 issue_pv(ob, pa, v_tile(it));
                 turn_pass(cw);

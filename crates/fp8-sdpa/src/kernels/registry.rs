@@ -143,7 +143,7 @@ fn full_fp8_d256(p: Precision, d: u32) -> bool {
     p == Precision::Fp8 && d == 256
 }
 /// FP8-KV on the Hopper family (E4M3 K/V decoded into the 16-bit tiles by the producer
-/// warpgroup): D64 and D128 (at D256 the code ring does not fit beside the 16-bit one).
+/// warpgroup): D64 and D128, the head dims validation allows it (`KernelSpec::validate`).
 fn hopper_fp8kv(p: Precision, d: u32) -> bool {
     p.is_fp8_kv() && d <= 128
 }
