@@ -642,10 +642,25 @@ impl KernelSpec {
             Family::Hopper if self.precision.is_fp8_kv() && self.head_dim > 128 => fail(
                 "the hopper family's FP8-KV decode serves head dims 64 and 128: at 256 the code \
                  ring leaves room for 48-key tiles at most, which ran no faster than the portable \
-                 family and faulted in verify (round 31, run 185); FP8-KV at d256 runs on the \
-                 portable family"
+                 family (docs/perf-notes.md); FP8-KV at d256 runs on the portable family"
                     .to_string(),
             ),
+            Family::Hopper
+                if self.precision.is_fp8_kv()
+                    && !self
+                        .variant
+                        .tile_n
+                        .is_multiple_of(128 / (self.head_dim / 16)) =>
+            {
+                // hopper.cu's decoder: each pass turns 128 / (D / 16) rows of codes into 16 bits.
+                fail(format!(
+                    "the hopper family's FP8-KV decoder converts {} key rows per pass at head dim \
+                     {}: tile_n must be a multiple of that, got {}",
+                    128 / (self.head_dim / 16),
+                    self.head_dim,
+                    self.variant.tile_n
+                ))
+            }
             Family::Hopper
                 if self.precision == Precision::Fp8
                     && self.variant.tile_n != 64
@@ -1265,11 +1280,40 @@ mod tests {
         }
     }
 
+    /// The FP8-KV decoder converts 128 / (D / 16) rows a pass: a tile_n it cannot cover was
+    /// accepted (n48 at d64 failed to compile, n80 at d128 computed garbage before the
+    /// decoder's short last batch).
+    #[test]
+    fn hopper_fp8kv_tiles_fit_the_decoder() {
+        for (n, d, ok) in [
+            (48, 64, false),
+            (80, 64, false),
+            (96, 64, true),
+            (80, 128, true),
+            (48, 128, true),
+            (128, 128, true),
+        ] {
+            let s = KernelSpec {
+                variant: format!("hopper.m128.n{n}.w12.s2.b1.w4ogex")
+                    .parse()
+                    .unwrap(),
+                precision: Precision::Fp8KvF16,
+                head_dim: d,
+                causal: false,
+            };
+            let r = s.validate(Arch::Sm90a);
+            assert_eq!(r.is_ok(), ok, "n{n} d{d}: {r:?}");
+            if let Err(e) = r {
+                assert!(e.to_string().contains("rows per pass"), "{e}");
+            }
+        }
+    }
+
     #[test]
     fn hopper_fp8kv_serves_d64_and_d128_only() {
         for (d, ok) in [(64, true), (128, true), (256, false)] {
             let s = KernelSpec {
-                variant: "hopper.m128.n48.w12.s2.b1.w4ogex".parse().unwrap(),
+                variant: "hopper.m128.n64.w12.s2.b1.w4ogex".parse().unwrap(),
                 precision: Precision::Fp8KvBf16,
                 head_dim: d,
                 causal: true,

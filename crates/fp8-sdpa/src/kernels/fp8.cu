@@ -77,6 +77,6 @@ extern "C" __global__ void quantize_e4m3_bshd(const QUANT_IN_T* x, const u32* am
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         const i64 s = i / dim, d = i % dim;
         const float v = to_float(x[b * stride_b + s * stride_s + h * stride_h + d]);
-        codes[((i64)(b * seq + s) * heads + h) * dim + d] = encode_e4m3(v / ds);
+        codes[(((i64)b * seq + s) * heads + h) * dim + d] = encode_e4m3(v / ds);
     }
 }

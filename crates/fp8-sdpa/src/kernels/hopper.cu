@@ -153,14 +153,17 @@ struct Decoder {
     // Every load first: ptxas does not move a shared-memory load above a store it cannot prove
     // apart, so a load after the previous pass's stores waited its whole latency each pass
     // (round 29, run 163's SASS and ncu: 8 serial load-convert-store chains per tile).
+    // A last batch may be short (PASSES not a multiple of BATCH): the guard is static.
     __device__ __forceinline__ void run(u32 raw, u32 tile) const {
 #pragma unroll
         for (int k0 = 0; k0 < PASSES; k0 += BATCH) {
             u32x4 w[BATCH];
 #pragma unroll
-            for (int k = 0; k < BATCH; ++k) w[k] = lds16(raw + src + (k0 + k) * PASS_ROWS * RAW_ROW);
+            for (int k = 0; k < BATCH; ++k)
+                if (k0 + k < PASSES) w[k] = lds16(raw + src + (k0 + k) * PASS_ROWS * RAW_ROW);
 #pragma unroll
             for (int k = 0; k < BATCH; ++k) {
+                if (k0 + k >= PASSES) continue;
                 u32x4 a, b;
                 e4m3x4_to_h1<T>(w[k].x, a.x, a.y);
                 e4m3x4_to_h1<T>(w[k].y, a.z, a.w);

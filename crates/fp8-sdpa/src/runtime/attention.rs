@@ -3,7 +3,7 @@
 use super::abi::SdpaParams;
 use super::device::{Device, LoadedKernel};
 use super::launch;
-use super::tensor::{TensorMut, TensorRef, VecMut, VecRef};
+use super::tensor::{check_streams, StreamId, TensorMut, TensorRef, VecMut, VecRef};
 use super::tma::{self, HopperMaps};
 use super::validate::{check_descale_values, validate, CallDesc, DescaleDesc, Validated};
 use crate::dispatch;
@@ -104,6 +104,20 @@ pub struct Launched {
     pub smem: u32,
 }
 
+/// The streams of a call's optional borrows (LSE and descales), named for the error.
+pub(crate) fn optional_streams(
+    lse: &Option<VecMut<'_>>,
+    descales: [(&'static str, &Option<Descale<'_>>); 3],
+) -> Vec<(&'static str, StreamId)> {
+    let mut v: Vec<_> = lse.iter().map(|l| ("LSE", l.stream)).collect();
+    v.extend(
+        descales
+            .into_iter()
+            .filter_map(|(n, d)| d.as_ref().map(|d| (n, d.values.stream))),
+    );
+    v
+}
+
 /// The validation view of an optional descale.
 pub(crate) fn desc(d: &Option<Descale<'_>>) -> Option<DescaleDesc> {
     d.as_ref().map(|d| DescaleDesc {
@@ -134,6 +148,25 @@ pub(crate) fn call_desc(
 }
 
 impl Attention<'_> {
+    /// Every borrow of the call with the stream it was made on.
+    pub(crate) fn streams(&self) -> Vec<(&'static str, StreamId)> {
+        let mut v = vec![
+            self.q.on("Q"),
+            self.k.on("K"),
+            self.v.on("V"),
+            self.o.on("O"),
+        ];
+        v.extend(optional_streams(
+            &self.lse,
+            [
+                ("Q's descale", &self.q_descale),
+                ("K's descale", &self.k_descale),
+                ("V's descale", &self.v_descale),
+            ],
+        ));
+        v
+    }
+
     /// The validation view of this call.
     pub fn describe(&self) -> CallDesc {
         call_desc(
@@ -148,13 +181,15 @@ impl Attention<'_> {
 
 impl Device {
     /// Validates `a`, picks the kernel and launches it on `stream`. Returns once the launch is
-    /// queued; the output is ready when the stream reaches it.
+    /// queued; the output is ready when the stream reaches it. Every tensor of `a` must have
+    /// been borrowed on `stream` ([`super::tensor`]'s "Streams").
     pub fn attention(
         &self,
         stream: &CudaStream,
         a: &Attention<'_>,
         opts: CallOptions,
     ) -> Result<Launched> {
+        check_streams(stream, a.streams())?;
         let call = a.describe();
         let Validated { precision, shape } = validate(&call)?;
         let sm_count = opts.usable_sms(self.info().sm_count);
@@ -310,17 +345,28 @@ pub(crate) fn sdpa_params(
     shape: &crate::problem::AttnShape,
     descales: [&Option<Descale<'_>>; 3],
 ) -> Result<SdpaParams> {
-    let s = |t: &super::tensor::TensorDesc| {
-        [
-            t.strides[0] as i64,
-            t.strides[1] as i64,
-            t.strides[2] as i64,
-        ]
+    // Validation proved every value below fits; a failure here is a validation bug, reported
+    // as an error rather than a wrapped value.
+    let narrow = |x: usize, what: &str| {
+        i32::try_from(x)
+            .map_err(|_| Error::InvalidInput(format!("{what} = {x} does not fit the kernels' i32")))
     };
-    let (qs, ks, vs, os) = (s(&call.q), s(&call.k), s(&call.v), s(&call.o));
-    let ds = |d: &Option<Descale<'_>>| {
-        d.as_ref()
-            .map_or((0u64, 0i32), |d| (d.values.ptr, d.batch_stride as i32))
+    let s = |t: &super::tensor::TensorDesc| -> Result<[i64; 3]> {
+        let w = |i: usize| {
+            i64::try_from(t.strides[i]).map_err(|_| {
+                Error::InvalidInput(format!("stride {} does not fit an i64", t.strides[i]))
+            })
+        };
+        Ok([w(0)?, w(1)?, w(2)?])
+    };
+    let (qs, ks, vs, os) = (s(&call.q)?, s(&call.k)?, s(&call.v)?, s(&call.o)?);
+    let ds = |d: &Option<Descale<'_>>| -> Result<(u64, i32)> {
+        d.as_ref().map_or(Ok((0, 0)), |d| {
+            Ok((
+                d.values.ptr,
+                narrow(d.batch_stride, "a descale batch stride")?,
+            ))
+        })
     };
     let params = SdpaParams {
         q: call.q.ptr,
@@ -328,9 +374,9 @@ pub(crate) fn sdpa_params(
         v: call.v.ptr,
         o: call.o.ptr,
         lse: call.lse.map_or(0, |l| l.0),
-        q_descale: ds(descales[0]).0,
-        k_descale: ds(descales[1]).0,
-        v_descale: ds(descales[2]).0,
+        q_descale: ds(descales[0])?.0,
+        k_descale: ds(descales[1])?.0,
+        v_descale: ds(descales[2])?.0,
         q_stride_b: qs[0],
         q_stride_s: qs[1],
         q_stride_h: qs[2],
@@ -343,13 +389,13 @@ pub(crate) fn sdpa_params(
         o_stride_b: os[0],
         o_stride_s: os[1],
         o_stride_h: os[2],
-        batch: shape.batch as i32,
-        seq_q: shape.seq_q as i32,
-        seq_kv: shape.seq_kv as i32,
-        heads_q: shape.heads_q as i32,
-        heads_kv: shape.heads_kv as i32,
-        q_descale_stride_b: ds(descales[0]).1,
-        kv_descale_stride_b: ds(descales[1]).1,
+        batch: narrow(shape.batch, "batch")?,
+        seq_q: narrow(shape.seq_q, "seq_q")?,
+        seq_kv: narrow(shape.seq_kv, "seq_kv")?,
+        heads_q: narrow(shape.heads_q, "heads_q")?,
+        heads_kv: narrow(shape.heads_kv, "heads_kv")?,
+        q_descale_stride_b: ds(descales[0])?.1,
+        kv_descale_stride_b: ds(descales[1])?.1,
         scale: call.params.scale,
         scale_log2: call.params.scale * std::f32::consts::LOG2_E,
         // Dense: no sequence offsets (a varlen call sets them: runtime/varlen.rs).

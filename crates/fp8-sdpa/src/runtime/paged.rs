@@ -43,11 +43,12 @@
 //! ```
 
 use super::attention::{
-    check_descales, desc, read_back, sdpa_params, CallOptions, Descale, KernelChoice, Launched,
+    check_descales, desc, optional_streams, read_back, sdpa_params, CallOptions, Descale,
+    KernelChoice, Launched,
 };
 use super::decode::{self, PagedArgs};
 use super::device::Device;
-use super::tensor::{IdxRef, TensorMut, TensorRef, VecMut};
+use super::tensor::{check_streams, IdxRef, StreamId, TensorMut, TensorRef, VecMut};
 use super::validate::{
     check_cu_seqlens_q, check_page_table, validate_paged, validate_paged_varlen, CallDesc,
     PagedDesc, VarlenDesc,
@@ -104,6 +105,33 @@ impl PagedAttention<'_> {
             self.params,
         )
     }
+}
+
+/// Every borrow of a paged call, dense or varlen, with the stream it was made on.
+fn paged_streams(
+    q: &TensorRef<'_>,
+    kv: &PagedKv<'_>,
+    o: &TensorMut<'_>,
+    lse: &Option<VecMut<'_>>,
+    [k_descale, v_descale]: [&Option<Descale<'_>>; 2],
+) -> Vec<(&'static str, StreamId)> {
+    let mut v = vec![
+        q.on("Q"),
+        kv.k_cache.on("the K cache"),
+        kv.v_cache.on("the V cache"),
+        kv.block_table.on("the block table"),
+        kv.seqlens_k.on("seqlens_k"),
+        o.on("O"),
+    ];
+    v.extend(optional_streams(
+        lse,
+        [
+            ("Q's descale", &None),
+            ("K's descale", k_descale),
+            ("V's descale", v_descale),
+        ],
+    ));
+    v
 }
 
 /// The validation view of a paged call, dense or varlen: K and V are the page pools.
@@ -268,6 +296,9 @@ impl Device {
         a: &PagedAttentionVarlen<'_>,
         opts: CallOptions,
     ) -> Result<Launched> {
+        let mut streams = paged_streams(&a.q, &a.kv, &a.o, &a.lse, [&a.k_descale, &a.v_descale]);
+        streams.push(a.cu_seqlens_q.on("cu_seqlens_q"));
+        check_streams(stream, streams)?;
         let (call, paged, vl) = a.describe();
         let v = validate_paged_varlen(&call, &paged, vl.cu_seqlens_q, vl.max_seqlen_q)?;
         let page_size = call.k.shape[1];
@@ -320,6 +351,10 @@ impl Device {
         a: &PagedAttention<'_>,
         opts: CallOptions,
     ) -> Result<Launched> {
+        check_streams(
+            stream,
+            paged_streams(&a.q, &a.kv, &a.o, &a.lse, [&a.k_descale, &a.v_descale]),
+        )?;
         let (call, paged) = a.describe();
         let v = validate_paged(&call, &paged)?;
         let page_size = call.k.shape[1];

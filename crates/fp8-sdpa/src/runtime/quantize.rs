@@ -4,12 +4,79 @@
 //! quantizer in `fp8::e4m3` computes the same values bit for bit.
 
 use super::device::Device;
-use super::tensor::TensorRef;
+use super::tensor::{check_streams, TensorDesc, TensorRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
+
+/// What the quantizer's launch needs of a checked input: its dims as the kernels' `int`s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuantizePlan {
+    /// batch, seq, heads, dim, each < 2^31.
+    pub dims: [i32; 4],
+}
+
+/// The quantizer's host checks, apart from the device: `x`'s elements lie in its buffer,
+/// `codes` (bytes) and `descales` (floats) hold the outputs, every size fits the kernels'
+/// integers and grid. All arithmetic is checked, so no input can wrap a size.
+pub fn plan(d: &TensorDesc, codes_len: usize, descales_len: usize) -> Result<QuantizePlan> {
+    let bad = |m: String| Err(Error::InvalidInput(m));
+    if !matches!(d.dtype, DType::F16 | DType::Bf16) {
+        return bad(format!("quantize takes f16 or bf16 input, not {}", d.dtype));
+    }
+    let [b, s, h, dim] = d.shape;
+    if d.shape.contains(&0) || d.strides[3] != 1 {
+        return bad(format!(
+            "quantize input must be non-empty with a contiguous last dim (shape {:?}, strides \
+             {:?})",
+            d.shape, d.strides
+        ));
+    }
+    let too_big = || {
+        Error::InvalidInput(format!(
+            "quantize input of shape {:?} and strides {:?} exceeds the address space",
+            d.shape, d.strides
+        ))
+    };
+    // The last element's offset, then the bytes from the first to past the last.
+    let mut last = 0usize;
+    for i in 0..4 {
+        last = (d.shape[i] - 1)
+            .checked_mul(d.strides[i])
+            .and_then(|x| x.checked_add(last))
+            .ok_or_else(too_big)?;
+    }
+    let span = last
+        .checked_add(1)
+        .and_then(|n| n.checked_mul(2))
+        .ok_or_else(too_big)?;
+    if span > d.bytes || d.ptr.checked_add(span as u64).is_none() {
+        return bad(format!(
+            "quantize input spans {span} bytes but its buffer holds {}",
+            d.bytes
+        ));
+    }
+    let elems = [b, s, h, dim]
+        .iter()
+        .try_fold(1usize, |n, &x| n.checked_mul(x))
+        .ok_or_else(too_big)?;
+    let pairs = b.checked_mul(h).ok_or_else(too_big)?;
+    if codes_len < elems || descales_len < pairs {
+        return bad(format!(
+            "quantize outputs too small: codes {codes_len} (need {elems}), descales \
+             {descales_len} (need {pairs})"
+        ));
+    }
+    if pairs > 65535 {
+        return bad("quantize handles at most 65535 (batch, head) pairs per call".into());
+    }
+    let narrow = |x: usize| i32::try_from(x).map_err(|_| too_big());
+    Ok(QuantizePlan {
+        dims: [narrow(b)?, narrow(s)?, narrow(h)?, narrow(dim)?],
+    })
+}
 
 /// Quantizes `x` into `codes` (BSHD, `batch*seq*heads*dim` bytes) and `descales` (`batch*heads`).
 pub fn quantize_e4m3(
@@ -29,35 +96,9 @@ pub fn quantize_e4m3(
             )))
         }
     };
+    check_streams(stream, [x.on("quantize's input")])?;
     let [b, s, h, dim] = d.shape;
-    if d.shape.contains(&0) || d.strides[3] != 1 {
-        return Err(Error::InvalidInput(format!("quantize input must be non-empty with a contiguous last dim (shape {:?}, strides {:?})", d.shape, d.strides)));
-    }
-    let span = (0..4)
-        .map(|i| (d.shape[i] - 1) * d.strides[i])
-        .sum::<usize>()
-        + 1;
-    if span * 2 > d.bytes {
-        return Err(Error::InvalidInput(format!(
-            "quantize input spans {} bytes but its buffer holds {}",
-            span * 2,
-            d.bytes
-        )));
-    }
-    if codes.len() < b * s * h * dim || descales.len() < b * h {
-        return Err(Error::InvalidInput(format!(
-            "quantize outputs too small: codes {} (need {}), descales {} (need {})",
-            codes.len(),
-            b * s * h * dim,
-            descales.len(),
-            b * h
-        )));
-    }
-    if b * h > 65535 {
-        return Err(Error::InvalidInput(
-            "quantize handles at most 65535 (batch, head) pairs per call".into(),
-        ));
-    }
+    let plan = plan(d, codes.len(), descales.len())?;
     let module = dev.module(&kernels::FP8, &[("QUANT_IN_T".into(), in_t.into())])?;
     let amax_fn = module
         .load_function("amax_bshd")
@@ -75,8 +116,9 @@ pub fn quantize_e4m3(
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     };
-    let (bi, si, hi, di) = (b as i32, s as i32, h as i32, dim as i32);
+    let [bi, si, hi, di] = plan.dims;
     let (sb, ss, sh) = (
+        // Each stride times its extent fits the span checked above, so fits i64.
         d.strides[0] as i64,
         d.strides[1] as i64,
         d.strides[2] as i64,

@@ -1,11 +1,52 @@
 //! Borrowed device tensors: a device pointer with dtype, logical shape and strides. Built from
 //! cudarc slices; the slice stays borrowed (and its stream ordering recorded) while the
 //! reference lives, so the launch that uses it is ordered after prior writes.
+//!
+//! # Streams
+//!
+//! A borrow is ordered on the stream it was made with, and only there: cudarc makes that
+//! stream wait for the slice's earlier work when the borrow is made, and records the slice's
+//! completion event on it when the borrow ends. A launch on another stream would race both.
+//! So every call checks that each of its borrows was made on the call's own stream and
+//! refuses any other with [`Error::InvalidInput`]: borrow every tensor of a call on the
+//! stream you pass to the call (make that stream wait on an event first if the data was
+//! written elsewhere).
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, SyncOnDrop};
 use std::marker::PhantomData;
+
+/// The stream a borrow was ordered on, by its driver handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StreamId(usize);
+
+impl StreamId {
+    pub(crate) fn of(stream: &CudaStream) -> StreamId {
+        StreamId(stream.cu_stream() as usize)
+    }
+}
+
+/// Checks that every borrow of a call (`(name, stream)`) was made on `launch`, the stream the
+/// call runs on: see the module's "Streams".
+pub(crate) fn check_streams<'n>(
+    launch: &CudaStream,
+    borrows: impl IntoIterator<Item = (&'n str, StreamId)>,
+) -> Result<()> {
+    let on = StreamId::of(launch);
+    for (name, s) in borrows {
+        if s != on {
+            return Err(Error::InvalidInput(format!(
+                "{name} was borrowed on stream {:#x} but the call runs on stream {:#x}; a \
+                 borrow is ordered only on its own stream, so borrow every tensor of a call on \
+                 the stream passed to the call (after making that stream wait for the data's \
+                 writer)",
+                s.0, on.0
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// What validation needs to know of a tensor: no borrow, so it can be tested without a GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,15 +63,18 @@ pub struct TensorDesc {
     pub strides: [usize; 4],
 }
 
-/// A read-only 4-d tensor `[batch, seq, heads, dim]` (logical order) on the device.
+/// A read-only 4-d tensor `[batch, seq, heads, dim]` (logical order) on the device. Borrow it
+/// on the stream of the call that reads it (the module's "Streams" says why).
 pub struct TensorRef<'a> {
     pub(crate) desc: TensorDesc,
+    pub(crate) stream: StreamId,
     _sync: SyncOnDrop<'a>,
 }
 
-/// A writable 4-d tensor (the output) on the device.
+/// A writable 4-d tensor (the output) on the device, borrowed on the call's stream.
 pub struct TensorMut<'a> {
     pub(crate) desc: TensorDesc,
+    pub(crate) stream: StreamId,
     _sync: SyncOnDrop<'a>,
     _mut: PhantomData<&'a mut ()>,
 }
@@ -39,6 +83,7 @@ pub struct TensorMut<'a> {
 pub struct VecRef<'a> {
     pub(crate) ptr: u64,
     pub(crate) len: usize,
+    pub(crate) stream: StreamId,
     _sync: SyncOnDrop<'a>,
 }
 
@@ -47,6 +92,7 @@ pub struct VecRef<'a> {
 pub struct IdxRef<'a> {
     pub(crate) ptr: u64,
     pub(crate) len: usize,
+    pub(crate) stream: StreamId,
     _sync: SyncOnDrop<'a>,
 }
 
@@ -58,6 +104,7 @@ impl<'a> IdxRef<'a> {
         IdxRef {
             ptr,
             len,
+            stream: StreamId::of(stream),
             _sync: sync,
         }
     }
@@ -67,6 +114,7 @@ impl<'a> IdxRef<'a> {
 pub struct VecMut<'a> {
     pub(crate) ptr: u64,
     pub(crate) len: usize,
+    pub(crate) stream: StreamId,
     _sync: SyncOnDrop<'a>,
 }
 
@@ -104,6 +152,7 @@ impl<'a> TensorRef<'a> {
                 shape,
                 strides,
             },
+            stream: StreamId::of(stream),
             _sync: sync,
         })
     }
@@ -193,6 +242,7 @@ impl<'a> TensorMut<'a> {
                 shape,
                 strides,
             },
+            stream: StreamId::of(stream),
             _sync: sync,
             _mut: PhantomData,
         })
@@ -253,6 +303,7 @@ impl<'a> VecRef<'a> {
         VecRef {
             ptr,
             len,
+            stream: StreamId::of(stream),
             _sync: sync,
         }
     }
@@ -266,7 +317,26 @@ impl<'a> VecMut<'a> {
         VecMut {
             ptr,
             len,
+            stream: StreamId::of(stream),
             _sync: sync,
         }
+    }
+}
+
+impl TensorRef<'_> {
+    pub(crate) fn on(&self, name: &'static str) -> (&'static str, StreamId) {
+        (name, self.stream)
+    }
+}
+
+impl TensorMut<'_> {
+    pub(crate) fn on(&self, name: &'static str) -> (&'static str, StreamId) {
+        (name, self.stream)
+    }
+}
+
+impl IdxRef<'_> {
+    pub(crate) fn on(&self, name: &'static str) -> (&'static str, StreamId) {
+        (name, self.stream)
     }
 }

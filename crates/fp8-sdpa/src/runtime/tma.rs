@@ -41,14 +41,38 @@ pub fn tma_unfit(name: &str, t: &TensorDesc) -> Option<String> {
         return Some(format!("{name}'s head dim is not contiguous"));
     }
     for (i, what) in [(0, "batch"), (1, "sequence"), (2, "head")] {
-        let bytes = t.strides[i] as u64 * es;
-        if t.shape[i] > 1 && (!bytes.is_multiple_of(16) || bytes >= 1 << 40) {
+        let bytes = (t.strides[i] as u64).checked_mul(es);
+        if t.shape[i] > 1 && !bytes.is_some_and(|b| b.is_multiple_of(16) && b < 1 << 40) {
             return Some(format!(
-                "{name}'s {what} stride is {bytes} bytes, not a multiple of 16 below 2^40"
+                "{name}'s {what} stride is {} elements of {es} bytes, not a multiple of 16 bytes \
+                 below 2^40",
+                t.strides[i]
             ));
         }
     }
     None
+}
+
+/// The pure part of a map's encoding: dims (innermost first: dim, seq, head, batch) and the
+/// byte strides of seq, head and batch. A dim of extent 1 may have any stride in the tensor;
+/// TMA still wants a multiple of 16 bytes below 2^40, so it gets its own rounded up to 16,
+/// or 16 (it never addresses anything).
+/// Call after [`tma_unfit`] returned `None`: every stride of a longer dim is then valid.
+pub fn dims_and_strides(t: &TensorDesc) -> ([u64; 4], [u64; 3]) {
+    let es = t.dtype.size() as u64;
+    let [b, s, h, d] = t.shape.map(|x| x as u64);
+    let stride = |i: usize| {
+        let bytes = (t.strides[i] as u64).checked_mul(es);
+        match bytes {
+            Some(b) if t.shape[i] > 1 => b,
+            // Rounded up to 16 bytes, as short as TMA allows.
+            Some(b) => Some(b.div_ceil(16).max(1) * 16)
+                .filter(|&r| r < 1 << 40)
+                .unwrap_or(16),
+            None => 16,
+        }
+    };
+    ([d, s, h, b], [stride(1), stride(2), stride(0)])
 }
 
 /// Encodes one tensor's map: boxes of 128 bytes of the head dim (64 16-bit or 128 8-bit
@@ -79,18 +103,7 @@ pub fn encode(name: &str, t: &TensorDesc, rows: u32) -> Result<[u64; 16]> {
     } else {
         sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B
     };
-    let [b, s, h, d] = t.shape.map(|x| x as u64);
-    let dims = [d, s, h, b];
-    // A dim of extent 1 may have any stride; TMA still wants a multiple of 16 bytes.
-    let stride = |i: usize| {
-        let bytes = t.strides[i] as u64 * es;
-        if t.shape[i] > 1 {
-            bytes
-        } else {
-            bytes.div_ceil(16).max(1) * 16
-        }
-    };
-    let strides = [stride(1), stride(2), stride(0)];
+    let (dims, strides) = dims_and_strides(t);
     let boxes = [inner, rows, 1, 1];
     let elem_strides = [1u32; 4];
     let mut map = sys::CUtensorMap { opaque: [0; 16] };

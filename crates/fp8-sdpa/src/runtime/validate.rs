@@ -50,31 +50,162 @@ fn bad<T>(msg: String) -> Result<T> {
     Err(Error::InvalidInput(msg))
 }
 
-/// Byte range `[start, end)` a tensor's elements span.
-fn span(t: &TensorDesc) -> (u64, u64) {
-    let last: usize = (0..4)
-        .map(|i| (t.shape[i].saturating_sub(1)) * t.strides[i])
-        .sum();
-    (t.ptr, t.ptr + ((last + 1) * t.dtype.size()) as u64)
+/// The longest sequence (queries or keys) a call may have: the kernels index positions with
+/// 32-bit integers and add a tile and a sequence's length to a position, so lengths stay below
+/// 2^30 to leave that headroom.
+pub const MAX_SEQ: usize = 1 << 30;
+
+/// The most query rows (`batch * heads_q * seq_q`, or `heads_q * total_q`) a call may have: the
+/// kernels count work tiles and rows in 32-bit integers.
+pub const MAX_ROWS: usize = i32::MAX as usize;
+
+/// A half-open byte range `[start, end)` of device memory.
+pub type ByteRange = (u64, u64);
+
+/// The byte range a tensor's elements span from its pointer (every stride is non-negative, so
+/// element (0, 0, 0, 0) is the first byte), or `None` when the offsets overflow 64 bits.
+pub fn span(t: &TensorDesc) -> Option<ByteRange> {
+    let mut last = 0u64;
+    for i in 0..4 {
+        let extent = t.shape[i].checked_sub(1)? as u64;
+        last = extent
+            .checked_mul(t.strides[i] as u64)
+            .and_then(|x| x.checked_add(last))?;
+    }
+    let bytes = last.checked_add(1)?.checked_mul(t.dtype.size() as u64)?;
+    Some((t.ptr, t.ptr.checked_add(bytes)?))
 }
 
-fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
+/// The byte range of `len` elements of `size` bytes at `ptr`, or `None` on overflow.
+fn range(ptr: u64, len: usize, size: u64) -> Option<ByteRange> {
+    let bytes = (len as u64).checked_mul(size)?;
+    Some((ptr, ptr.checked_add(bytes)?))
+}
+
+fn overlaps(a: ByteRange, b: ByteRange) -> bool {
     a.0 < b.1 && b.0 < a.1
 }
 
-fn check_tensor(name: &str, t: &TensorDesc) -> Result<()> {
-    check_tensor_limits(name, t, true)
+/// Whether distinct indices of `t` always address distinct elements: with the dims of extent
+/// above 1 sorted by stride, each stride passes the largest offset the smaller dims reach. (A
+/// sufficient rule: an interleaving it refuses may still be one-to-one, but none it accepts
+/// writes one element twice.)
+pub fn one_to_one(t: &TensorDesc) -> bool {
+    let mut dims: Vec<(usize, usize)> = (0..4)
+        .filter(|&i| t.shape[i] > 1)
+        .map(|i| (t.strides[i], t.shape[i]))
+        .collect();
+    dims.sort_unstable();
+    let mut reach = 1u128; // one past the largest offset the dims so far address
+    for (stride, extent) in dims {
+        if (stride as u128) < reach {
+            return false;
+        }
+        reach += (extent as u128 - 1) * stride as u128;
+    }
+    true
 }
 
-/// `grid`: the tensor's batch and heads become grid dims (a paged cache's pages do not).
-fn check_tensor_limits(name: &str, t: &TensorDesc, grid: bool) -> Result<()> {
-    let [b, s, h, d] = t.shape;
-    if b == 0 || s == 0 || h == 0 || d == 0 {
+/// The problem-level checks, before any layout: element types, zero lengths, matching shapes,
+/// head dim, head ratio, scale. A fault here is named first, whatever else is wrong.
+fn check_problem(
+    c: &CallDesc,
+    paged: Option<&PagedDesc>,
+    varlen: Option<&VarlenDesc>,
+) -> Result<Precision> {
+    let (q, k, v, o) = (&c.q, &c.k, &c.v, &c.o);
+    let Some(precision) = Precision::from_types(q.dtype, k.dtype) else {
         return bad(format!(
-            "{name} has a zero-length dimension (shape {:?}); every dim must be >= 1",
-            t.shape
+            "no precision path takes Q {} with K {}; supported: f16/f16, bf16/bf16, f16|bf16 with e4m3 K/V, e4m3/e4m3, simfp8/simfp8",
+            q.dtype, k.dtype
+        ));
+    };
+    if v.dtype != k.dtype {
+        return bad(format!(
+            "K is {} but V is {}; they must match",
+            k.dtype, v.dtype
         ));
     }
+    if o.dtype != precision.out() {
+        return bad(format!(
+            "the {precision} path writes O as {}, but O is {}",
+            precision.out(),
+            o.dtype
+        ));
+    }
+    let (kn, vn) = if paged.is_some() {
+        ("K cache", "V cache")
+    } else {
+        ("K", "V")
+    };
+    for (n, t) in [("Q", q), ("O", o), (kn, k), (vn, v)] {
+        if t.shape.contains(&0) {
+            return bad(format!(
+                "{n} has a zero-length dimension (shape {:?}); every dim must be >= 1",
+                t.shape
+            ));
+        }
+    }
+    if varlen.is_some() {
+        let packed = [("Q", q), ("O", o), ("K", k), ("V", v)];
+        for (n, t) in &packed[..if paged.is_some() { 2 } else { 4 }] {
+            if t.shape[0] != 1 {
+                return bad(format!(
+                    "{n} of a variable-length call is packed [total_tokens, heads, dim], so its \
+                     batch dim must be 1, got shape {:?}; build it with TensorRef::packed (or \
+                     TensorMut::packed)",
+                    t.shape
+                ));
+            }
+        }
+    }
+    if k.shape != v.shape {
+        return bad(format!(
+            "{kn} shape {:?} and {vn} shape {:?} differ",
+            k.shape, v.shape
+        ));
+    }
+    if o.shape != q.shape {
+        return bad(format!(
+            "O shape {:?} must equal Q shape {:?}",
+            o.shape, q.shape
+        ));
+    }
+    let (d, kd) = (q.shape[3], k.shape[3]);
+    if kd != d {
+        return bad(format!("Q head dim {d} and K/V head dim {kd} differ"));
+    }
+    if !HEAD_DIMS.iter().any(|&h| h as usize == d) {
+        return bad(format!(
+            "head dim {d} is not supported; use 64, 128 or 256 (pad the head dim)"
+        ));
+    }
+    let (heads_q, heads_kv) = (q.shape[2], k.shape[2]);
+    if !heads_q.is_multiple_of(heads_kv) {
+        return bad(format!(
+            "heads_q ({heads_q}) must be a multiple of heads_kv ({heads_kv}) for MHA/GQA/MQA"
+        ));
+    }
+    if paged.is_none() && varlen.is_none() && k.shape[0] != q.shape[0] {
+        return bad(format!(
+            "Q batch {} and K/V batch {} differ",
+            q.shape[0], k.shape[0]
+        ));
+    }
+    if !(c.params.scale.is_finite() && c.params.scale > 0.0) {
+        // The kernels take the row max before scaling, which is the scaled row max only
+        // for a positive scale.
+        return bad(format!(
+            "softmax scale must be finite and > 0, got {}",
+            c.params.scale
+        ));
+    }
+    Ok(precision)
+}
+
+/// A tensor's layout: contiguous head dim, 16-byte rows, every element inside its buffer,
+/// strides that narrow to the kernels' i64 losslessly. Returns its byte range.
+fn check_layout(name: &str, t: &TensorDesc) -> Result<ByteRange> {
     if t.strides[3] != 1 {
         return bad(format!("{name}'s last dim must be contiguous (stride 1), got stride {}; make it contiguous first", t.strides[3]));
     }
@@ -84,17 +215,30 @@ fn check_tensor_limits(name: &str, t: &TensorDesc, grid: bool) -> Result<()> {
             t.ptr
         ));
     }
+    let size = t.dtype.size() as u64;
     for (i, dim) in ["batch", "seq", "head"].iter().enumerate() {
-        if !(t.strides[i] * t.dtype.size()).is_multiple_of(16) && t.shape[i] > 1 {
+        let bytes = (t.strides[i] as u64).checked_mul(size);
+        if bytes.is_none_or(|b| b > i64::MAX as u64) {
+            return bad(format!(
+                "{name}'s {dim} stride ({} elements) exceeds 2^63 bytes",
+                t.strides[i]
+            ));
+        }
+        if t.shape[i] > 1 && !bytes.is_some_and(|b| b.is_multiple_of(16)) {
             return bad(format!(
                 "{name}'s {dim} stride ({} elements = {} bytes) is not a multiple of 16 bytes; every row must start 16-byte aligned",
                 t.strides[i],
-                t.strides[i] * t.dtype.size()
+                t.strides[i] as u64 * size
             ));
         }
     }
-    let (start, end) = span(t);
-    if (end - start) as usize > t.bytes {
+    let Some((start, end)) = span(t) else {
+        return bad(format!(
+            "{name} with shape {:?} and strides {:?} spans past the end of the address space",
+            t.shape, t.strides
+        ));
+    };
+    if end - start > t.bytes as u64 {
         return bad(format!(
             "{name} with shape {:?} and strides {:?} spans {} bytes but its buffer holds {}",
             t.shape,
@@ -103,11 +247,66 @@ fn check_tensor_limits(name: &str, t: &TensorDesc, grid: bool) -> Result<()> {
             t.bytes
         ));
     }
-    if s > i32::MAX as usize || (grid && b > 65535) || h > 65535 || b > i32::MAX as usize {
+    Ok((start, end))
+}
+
+/// The launch limits of a tensor's dims. `grid`: its batch and heads become grid dims (a paged
+/// cache's pages do not, but are counted in an i32).
+fn check_limits(name: &str, t: &TensorDesc, grid: bool) -> Result<()> {
+    let [b, s, h, _] = t.shape;
+    if s > MAX_SEQ || (grid && b > 65535) || h > 65535 || b > i32::MAX as usize {
         return bad(format!(
-            "{name}'s shape {:?} exceeds the launch limits (batch and heads <= 65535, seq < 2^31)",
+            "{name}'s shape {:?} exceeds the launch limits (batch and heads <= 65535, at most \
+             2^30 positions: the kernels index positions in 32 bits); split the call",
             t.shape
         ));
+    }
+    Ok(())
+}
+
+/// The byte range of an i32 index array, or an error naming it.
+fn index_range(name: &str, (ptr, len): (u64, usize)) -> Result<ByteRange> {
+    if !ptr.is_multiple_of(4) {
+        return bad(format!("{name} must be a 4-byte aligned i32 array"));
+    }
+    range(ptr, len, 4).map_or_else(
+        || {
+            bad(format!(
+                "{name} ({len} entries) spans past the address space"
+            ))
+        },
+        Ok,
+    )
+}
+
+/// The outputs: O writes each element once, and neither O nor the LSE overlaps an input or
+/// each other (inputs are never modified).
+fn check_outputs(
+    o: (&TensorDesc, ByteRange),
+    lse: Option<ByteRange>,
+    inputs: &[(&str, ByteRange)],
+) -> Result<()> {
+    if !one_to_one(o.0) {
+        return bad(format!(
+            "O's strides {:?} (shape {:?}) make two positions share an element; give each \
+             (batch, position, head) row its own memory, e.g. a contiguous O",
+            o.0.strides, o.0.shape
+        ));
+    }
+    if lse.is_some_and(|l| overlaps(l, o.1)) {
+        return bad("LSE overlaps O; give each output its own buffer".into());
+    }
+    for (n, t) in inputs {
+        if overlaps(o.1, *t) {
+            return bad(format!(
+                "O overlaps {n}; inputs are never modified, so give O its own buffer"
+            ));
+        }
+        if lse.is_some_and(|l| overlaps(l, *t)) {
+            return bad(format!(
+                "LSE overlaps {n}; inputs are never modified, so give it its own buffer"
+            ));
+        }
     }
     Ok(())
 }
@@ -196,159 +395,66 @@ fn validate_kv(
     paged: Option<&PagedDesc>,
     varlen: Option<&VarlenDesc>,
 ) -> Result<Validated> {
+    let precision = check_problem(c, paged, varlen)?;
     let (q, k, v, o) = (&c.q, &c.k, &c.v, &c.o);
-    let Some(precision) = Precision::from_types(q.dtype, k.dtype) else {
-        return bad(format!(
-            "no precision path takes Q {} with K {}; supported: f16/f16, bf16/bf16, f16|bf16 with e4m3 K/V, e4m3/e4m3, simfp8/simfp8",
-            q.dtype, k.dtype
-        ));
-    };
-    if v.dtype != k.dtype {
-        return bad(format!(
-            "K is {} but V is {}; they must match",
-            k.dtype, v.dtype
-        ));
-    }
-    if o.dtype != precision.out() {
-        return bad(format!(
-            "the {precision} path writes O as {}, but O is {}",
-            precision.out(),
-            o.dtype
-        ));
-    }
-    for (n, t) in [("Q", q), ("O", o)] {
-        check_tensor(n, t)?;
-    }
     let (kn, vn) = if paged.is_some() {
         ("K cache", "V cache")
     } else {
         ("K", "V")
     };
-    check_tensor_limits(kn, k, paged.is_none())?;
-    check_tensor_limits(vn, v, paged.is_none())?;
     if let Some(vl) = varlen {
         check_varlen(c, vl, paged.is_some())?;
     }
     let [mut batch, mut seq_q, heads_q, d] = q.shape;
     // The block table and seqlens_k count sequences: a varlen call's, else Q's batch.
     let seqs = varlen.map_or(batch, VarlenDesc::batch);
-    let [kb, mut seq_kv, heads_kv, kd] = k.shape;
-    // Packed tensors hold every token; the LSE is [heads_q, total_q] either way.
-    let lse_need = batch * heads_q * seq_q;
-    if k.shape != v.shape {
-        return bad(format!(
-            "K shape {:?} and V shape {:?} differ",
-            k.shape, v.shape
-        ));
-    }
-    if o.shape != q.shape {
-        return bad(format!(
-            "O shape {:?} must equal Q shape {:?}",
-            o.shape, q.shape
-        ));
-    }
-    match paged {
-        None if kb != batch => {
-            return bad(format!("Q batch {batch} and K/V batch {kb} differ"));
-        }
-        None => {}
-        Some(p) => {
-            let page_size = seq_kv;
-            if !PAGE_SIZES.contains(&page_size) {
-                return bad(format!(
-                    "page size {page_size} (the caches' second dim) must be {}..={} tokens",
-                    PAGE_SIZES.start(),
-                    PAGE_SIZES.end()
-                ));
-            }
-            if p.max_pages == 0 || p.block_table.1 != seqs * p.max_pages {
-                return bad(format!(
-                    "the block table holds {} entries but needs batch x max_pages = {seqs} x {} \
-                     (max_pages >= 1)",
-                    p.block_table.1, p.max_pages
-                ));
-            }
-            if p.seqlens_k.1 != seqs {
-                return bad(format!(
-                    "seqlens_k holds {} entries but needs one per sequence ({seqs})",
-                    p.seqlens_k.1
-                ));
-            }
-            if p.block_table.0 % 4 != 0 || p.seqlens_k.0 % 4 != 0 {
-                return bad("block table and seqlens_k must be 4-byte aligned i32 arrays".into());
-            }
-            seq_kv = p
-                .max_pages
-                .checked_mul(page_size)
-                .filter(|&n| n <= i32::MAX as usize)
-                .ok_or_else(|| {
-                    Error::InvalidInput(format!(
-                        "max_pages {} x page size {page_size} exceeds 2^31 keys",
-                        p.max_pages
-                    ))
-                })?;
-        }
-    }
-    if kd != d {
-        return bad(format!("Q head dim {d} and K/V head dim {kd} differ"));
-    }
-    if !HEAD_DIMS.contains(&(d as u32)) {
-        return bad(format!(
-            "head dim {d} is not supported; use 64, 128 or 256 (pad the head dim)"
-        ));
-    }
-    if heads_q % heads_kv != 0 {
-        return bad(format!(
-            "heads_q ({heads_q}) must be a multiple of heads_kv ({heads_kv}) for MHA/GQA/MQA"
-        ));
-    }
-    if !(c.params.scale.is_finite() && c.params.scale > 0.0) {
-        // The kernels take the row max before scaling, which is the scaled row max only
-        // for a positive scale.
-        return bad(format!(
-            "softmax scale must be finite and > 0, got {}",
-            c.params.scale
-        ));
-    }
-    let o_span = span(o);
+    let [_, mut seq_kv, heads_kv, _] = k.shape;
     if let Some(p) = paged {
-        for (n, (ptr, len)) in [
-            ("the block table", p.block_table),
-            ("seqlens_k", p.seqlens_k),
-        ] {
-            let t = (ptr, ptr + 4 * len as u64);
-            let lse = c.lse.map(|(l, n)| (l, l + 4 * n as u64));
-            if overlaps(o_span, t) || lse.is_some_and(|l| overlaps(l, t)) {
-                return bad(format!(
-                    "O or LSE overlaps {n}; inputs are never modified, so give the outputs their own buffers"
-                ));
-            }
-        }
+        seq_kv = check_paged(p, seq_kv, seqs)?;
     }
-    for (n, t) in [("Q", q), (kn, k), (vn, v)] {
-        if overlaps(o_span, span(t)) {
-            return bad(format!(
-                "O overlaps {n}; inputs are never modified, so give O its own buffer"
-            ));
-        }
+    let q_r = check_layout("Q", q)?;
+    let o_r = check_layout("O", o)?;
+    let k_r = check_layout(kn, k)?;
+    let v_r = check_layout(vn, v)?;
+    check_limits("Q", q, true)?;
+    check_limits(kn, k, paged.is_none())?;
+    // Packed tensors hold every token; the LSE is [heads_q, total_q] either way.
+    let rows = batch
+        .checked_mul(heads_q)
+        .and_then(|n| n.checked_mul(seq_q))
+        .filter(|&n| n <= MAX_ROWS)
+        .map_or_else(
+            || {
+                bad(format!(
+                    "Q's shape {:?} has more than 2^31 rows (batch x heads_q x positions): the \
+                     kernels count rows in 32 bits; split the call",
+                    q.shape
+                ))
+            },
+            Ok,
+        )?;
+    let mut inputs = vec![("Q", q_r), (kn, k_r), (vn, v_r)];
+    if let Some(p) = paged {
+        inputs.push((
+            "the block table",
+            index_range("the block table", p.block_table)?,
+        ));
+        inputs.push(("seqlens_k", index_range("seqlens_k", p.seqlens_k)?));
     }
     if let Some(vl) = varlen {
         // The sequences are the batch, and the grid covers the longest (checked above); a
         // paged cache keeps its capacity as seq_kv and has no cu_seqlens_k.
         (batch, seq_q) = (vl.batch(), vl.max_seqlen_q);
-        let mut offsets = vec![("cu_seqlens_q", vl.cu_seqlens_q)];
+        inputs.push((
+            "cu_seqlens_q",
+            index_range("cu_seqlens_q", vl.cu_seqlens_q)?,
+        ));
         if paged.is_none() {
             seq_kv = vl.max_seqlen_k;
-            offsets.push(("cu_seqlens_k", vl.cu_seqlens_k));
-        }
-        for (n, (ptr, len)) in offsets {
-            let t = (ptr, ptr + 4 * len as u64);
-            let lse = c.lse.map(|(l, n)| (l, l + 4 * n as u64));
-            if overlaps(o_span, t) || lse.is_some_and(|l| overlaps(l, t)) {
-                return bad(format!(
-                    "O or LSE overlaps {n}; inputs are never modified, so give the outputs their own buffers"
-                ));
-            }
+            inputs.push((
+                "cu_seqlens_k",
+                index_range("cu_seqlens_k", vl.cu_seqlens_k)?,
+            ));
         }
     }
     let shape = AttnShape {
@@ -359,72 +465,115 @@ fn validate_kv(
         heads_kv,
         head_dim: d,
     };
-    if let Some((ptr, len)) = c.lse {
-        if len < lse_need {
-            let what = if varlen.is_some() {
-                "heads_q*total_q"
-            } else {
-                "batch*heads_q*seq_q"
-            };
-            return bad(format!(
-                "LSE holds {len} floats but needs {what} = {lse_need}"
-            ));
-        }
-        let l = (ptr, ptr + 4 * lse_need as u64);
-        if ptr % 4 != 0 {
-            return bad("LSE pointer is not 4-byte aligned".into());
-        }
-        for (n, t) in [("Q", q), ("K", k), ("V", v), ("O", o)] {
-            if overlaps(l, span(t)) {
-                return bad(format!("LSE overlaps {n}; give it its own buffer"));
+    let lse = match c.lse {
+        None => None,
+        Some((ptr, len)) => {
+            if len < rows {
+                let what = if varlen.is_some() {
+                    "heads_q*total_q"
+                } else {
+                    "batch*heads_q*seq_q"
+                };
+                return bad(format!("LSE holds {len} floats but needs {what} = {rows}"));
             }
+            if !ptr.is_multiple_of(4) {
+                return bad("LSE pointer is not 4-byte aligned".into());
+            }
+            Some(range(ptr, rows, 4).map_or_else(
+                || bad("LSE spans past the end of the address space".into()),
+                Ok,
+            )?)
         }
+    };
+    inputs.extend(check_descales(c, batch, [heads_q, heads_kv, heads_kv])?);
+    check_outputs((o, o_r), lse, &inputs)?;
+    Ok(Validated { precision, shape })
+}
+
+/// A paged call's table against the pools (`page_size` their second dim) and the sequence
+/// count; returns the table's capacity in keys, the shape's `seq_kv`.
+fn check_paged(p: &PagedDesc, page_size: usize, seqs: usize) -> Result<usize> {
+    if !PAGE_SIZES.contains(&page_size) {
+        return bad(format!(
+            "page size {page_size} (the caches' second dim) must be {}..={} tokens",
+            PAGE_SIZES.start(),
+            PAGE_SIZES.end()
+        ));
     }
-    let wants = [
-        (q.dtype, heads_q, "Q"),
-        (k.dtype, heads_kv, "K"),
-        (v.dtype, heads_kv, "V"),
+    if p.max_pages == 0 || seqs.checked_mul(p.max_pages) != Some(p.block_table.1) {
+        return bad(format!(
+            "the block table holds {} entries but needs batch x max_pages = {seqs} x {} \
+             (max_pages >= 1)",
+            p.block_table.1, p.max_pages
+        ));
+    }
+    if p.seqlens_k.1 != seqs {
+        return bad(format!(
+            "seqlens_k holds {} entries but needs one per sequence ({seqs})",
+            p.seqlens_k.1
+        ));
+    }
+    p.max_pages
+        .checked_mul(page_size)
+        .filter(|&n| n <= MAX_SEQ)
+        .ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "max_pages {} x page size {page_size} exceeds 2^30 keys (the kernels index \
+                 positions in 32 bits)",
+                p.max_pages
+            ))
+        })
+}
+
+/// Each scaled tensor's descale vector: present exactly where the dtype is scaled, per head
+/// or per (batch, head), 4-byte aligned. Returns the vectors' byte ranges, named.
+fn check_descales(
+    c: &CallDesc,
+    batch: usize,
+    heads: [usize; 3],
+) -> Result<Vec<(&'static str, ByteRange)>> {
+    let mut out = Vec::new();
+    let names = [
+        ("Q", "Q's descale"),
+        ("K", "K's descale"),
+        ("V", "V's descale"),
     ];
-    for (i, (dtype, heads, n)) in wants.iter().enumerate() {
+    let dtypes = [c.q.dtype, c.k.dtype, c.v.dtype];
+    for i in 0..3 {
+        let ((n, range_name), dtype, heads) = (names[i], dtypes[i], heads[i]);
         match (&c.descales[i], dtype.is_scaled()) {
             (None, true) => return bad(format!("{n} is {dtype} and needs a descale vector ({heads} per-head values or batch*{heads})")),
             (Some(_), false) => return bad(format!("{n} is {dtype}, which takes no descale; pass none")),
             (Some(ds), true) => {
                 let want = if ds.batch_stride == 0 {
-                    *heads
-                } else if ds.batch_stride == *heads {
-                    batch * heads
+                    heads
+                } else if ds.batch_stride == heads {
+                    batch * heads // both <= 65535 (launch limits)
                 } else {
                     return bad(format!("{n} descale batch stride must be 0 (per head) or {heads} (per batch and head), got {}", ds.batch_stride));
                 };
                 if ds.len != want {
                     return bad(format!("{n} descale has {} values, expected {want}", ds.len));
                 }
-                if ds.ptr % 4 != 0 {
+                if !ds.ptr.is_multiple_of(4) {
                     return bad(format!("{n} descale pointer is not 4-byte aligned"));
                 }
+                let r = range(ds.ptr, ds.len, 4).map_or_else(
+                    || bad(format!("{n} descale spans past the end of the address space")),
+                    Ok,
+                )?;
+                out.push((range_name, r));
             }
             (None, false) => {}
         }
     }
-    Ok(Validated { precision, shape })
+    Ok(out)
 }
 
 /// The host-side checks of a variable-length call: packed tensors, `batch + 1` offsets in
 /// each array, the stated maximum lengths within the tensors, launch limits. `paged`: K and
 /// V are page pools, and only the queries are packed (no `cu_seqlens_k`).
 fn check_varlen(c: &CallDesc, vl: &VarlenDesc, paged: bool) -> Result<()> {
-    let packed = [("Q", &c.q), ("O", &c.o), ("K", &c.k), ("V", &c.v)];
-    for (n, t) in &packed[..if paged { 2 } else { 4 }] {
-        if t.shape[0] != 1 {
-            return bad(format!(
-                "{n} of a variable-length call is packed [total_tokens, heads, dim], so its \
-                 batch dim must be 1, got shape {:?}; build it with TensorRef::packed (or \
-                 TensorMut::packed)",
-                t.shape
-            ));
-        }
-    }
     let (nq, nk) = (vl.cu_seqlens_q.1, vl.cu_seqlens_k.1);
     if paged && nq < 2 {
         return bad(format!(
@@ -550,7 +699,7 @@ pub fn check_page_table(
     page_size: usize,
     pages: usize,
 ) -> Result<usize> {
-    let capacity = max_pages * page_size;
+    let capacity = max_pages.saturating_mul(page_size);
     let mut longest = 0;
     for (b, &len) in seqlens.iter().enumerate() {
         if len < 0 || len as usize > capacity {
@@ -562,7 +711,8 @@ pub fn check_page_table(
         let len = len as usize;
         longest = longest.max(len);
         for i in 0..len.div_ceil(page_size) {
-            let page = table.get(b * max_pages + i).copied().unwrap_or(-1);
+            let at = b.checked_mul(max_pages).and_then(|x| x.checked_add(i));
+            let page = at.and_then(|at| table.get(at)).copied().unwrap_or(-1);
             if page < 0 || page as usize >= pages {
                 return bad(format!(
                     "block_table[{b}][{i}] = {page} is not a page of the caches (0..{pages}); \
@@ -1095,5 +1245,167 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Strides whose offsets pass 2^64 were summed unchecked: a debug build panicked and a
+    /// release build wrapped and accepted O, which the portable kernel then wrote outside.
+    #[test]
+    fn wrapping_strides_are_refused_not_wrapped() {
+        for which in 0..4 {
+            let mut c = call(DType::F16, DType::F16, DType::F16);
+            let t = match which {
+                0 => &mut c.q,
+                1 => &mut c.k,
+                2 => &mut c.v,
+                _ => &mut c.o,
+            };
+            // (2 - 1) * stride alone wraps once times the element size; with the other dims'
+            // offsets the sum passes 2^64 too.
+            t.strides[0] = usize::MAX / 2 + 8;
+            let e = err(&c);
+            assert!(
+                e.contains("stride") || e.contains("address space"),
+                "{which}: {e}"
+            );
+        }
+        let mut c = call(DType::F16, DType::F16, DType::F16);
+        c.o.strides[1] = (1usize << 63) / 2; // 2^62 elements = 2^63 bytes: i64 overflows
+        assert!(err(&c).contains("stride"));
+        let mut c = call(DType::F16, DType::F16, DType::F16);
+        c.o.ptr = u64::MAX - 15; // 16-byte aligned, but its span passes 2^64
+        assert!(err(&c).contains("address space"), "{}", err(&c));
+    }
+
+    /// O whose rows share elements (seq stride 0, head stride below the head dim) was
+    /// accepted: two rows wrote the same bytes.
+    #[test]
+    fn outputs_that_alias_themselves_are_refused() {
+        let mut c = call(DType::F16, DType::F16, DType::F16);
+        c.o.strides[1] = 0;
+        assert!(err(&c).contains("share an element"), "{}", err(&c));
+        let mut c = call(DType::F16, DType::F16, DType::F16);
+        c.o.strides[2] = 32; // head dim 64: heads overlap by half
+        assert!(err(&c).contains("share an element"), "{}", err(&c));
+        let mut c = call(DType::F16, DType::F16, DType::F16);
+        c.o.strides[0] = c.o.strides[1]; // batch 1 starts at position 1 of batch 0
+        assert!(err(&c).contains("share an element"), "{}", err(&c));
+        // A one-to-one but non-contiguous O (heads outermost) is fine.
+        let mut c = call(DType::F16, DType::F16, DType::F16);
+        c.o = t(4 << 30, DType::F16, [2, 17, 8, 64]);
+        c.o.strides = [17 * 64, 64, 2 * 17 * 64, 1];
+        validate(&c).unwrap();
+    }
+
+    /// O or the LSE overlapping a descale vector was accepted; so was O overlapping the LSE.
+    #[test]
+    fn outputs_that_overlap_descales_are_refused() {
+        let scaled = |c: &mut CallDesc, at: u64| {
+            c.descales = [
+                Some(DescaleDesc {
+                    ptr: at,
+                    len: 8,
+                    batch_stride: 0,
+                }),
+                Some(DescaleDesc {
+                    ptr: 7 << 30,
+                    len: 2,
+                    batch_stride: 0,
+                }),
+                Some(DescaleDesc {
+                    ptr: (7 << 30) + 64,
+                    len: 2,
+                    batch_stride: 0,
+                }),
+            ];
+        };
+        let mut c = call(DType::E4m3, DType::E4m3, DType::Bf16);
+        scaled(&mut c, 6 << 30);
+        validate(&c).unwrap();
+        let mut c = call(DType::E4m3, DType::E4m3, DType::Bf16);
+        scaled(&mut c, (4 << 30) + 64); // inside O
+        assert!(err(&c).contains("O overlaps Q's descale"), "{}", err(&c));
+        let mut c = call(DType::E4m3, DType::E4m3, DType::Bf16);
+        scaled(&mut c, (5 << 30) + 16); // inside the LSE
+        assert!(err(&c).contains("LSE overlaps Q's descale"), "{}", err(&c));
+        let mut c = call(DType::F16, DType::F16, DType::F16);
+        c.lse = Some(((4 << 30) + 128, 2 * 8 * 17)); // inside O
+        assert!(err(&c).contains("LSE overlaps O"), "{}", err(&c));
+    }
+
+    /// Lengths near 2^31 passed validation and overflowed the kernels' 32-bit position
+    /// arithmetic (wrong output on the H100).
+    #[test]
+    fn lengths_past_the_kernels_integers_are_refused() {
+        let mut c = call(DType::F16, DType::F16, DType::F16);
+        for t in [&mut c.k, &mut c.v] {
+            t.shape[1] = i32::MAX as usize - 100;
+            t.strides[0] = t.shape[1] * t.strides[1];
+            t.bytes = 2 * t.strides[0] * 2;
+        }
+        assert!(err(&c).contains("2^30"), "{}", err(&c));
+        let mut c = call(DType::F16, DType::F16, DType::F16);
+        for t in [&mut c.q, &mut c.o] {
+            // batch 2 x 8 heads x 2^27 positions = 2^31 rows
+            t.shape[1] = 1 << 27;
+            t.strides[0] = t.shape[1] * t.strides[1];
+            t.bytes = 2 * t.strides[0] * 2;
+        }
+        c.o.ptr = 1 << 44;
+        c.lse = None;
+        assert!(err(&c).contains("2^31 rows"), "{}", err(&c));
+    }
+
+    /// Problem-level faults are named before any layout fault: head dim 59 with its odd
+    /// strides was reported as a stride that is not a multiple of 16 bytes.
+    #[test]
+    fn problem_faults_are_named_before_layout_faults() {
+        let with = |d: usize| {
+            let mut c = call(DType::F16, DType::F16, DType::F16);
+            for x in [&mut c.q, &mut c.o] {
+                *x = t(x.ptr + 2, DType::F16, [2, 17, 8, d]);
+            }
+            for x in [&mut c.k, &mut c.v] {
+                *x = t(x.ptr + 2, DType::F16, [2, 33, 2, d]);
+            }
+            c
+        };
+        for d in [59, 111] {
+            let e = err(&with(d));
+            assert!(e.contains(&format!("head dim {d} is not supported")), "{e}");
+        }
+        let mut c = with(64);
+        c.k.shape[2] = 3;
+        c.v.shape[2] = 3;
+        assert!(err(&c).contains("multiple of heads_kv"), "{}", err(&c));
+        let mut c = with(64);
+        c.params.scale = f32::NAN;
+        assert!(err(&c).contains("softmax scale"), "{}", err(&c));
+        let mut c = with(64);
+        c.q.shape[1] = 0;
+        assert!(err(&c).contains("zero-length"), "{}", err(&c));
+        let mut c = with(64);
+        c.o.shape[1] = 5;
+        assert!(err(&c).contains("must equal Q shape"), "{}", err(&c));
+        // With the problem right, the layout fault is named.
+        assert!(
+            err(&with(64)).contains("16-byte aligned"),
+            "{}",
+            err(&with(64))
+        );
+    }
+
+    /// A block table far past the pools or a huge max_pages wrapped `seqs * max_pages`.
+    #[test]
+    fn paged_sizes_are_checked_without_wrapping() {
+        let (c, mut p) = paged_call();
+        p.max_pages = usize::MAX / 2;
+        assert!(validate_paged(&c, &p).is_err());
+        let (c, mut p) = paged_call();
+        p.block_table.0 = u64::MAX - 3;
+        assert!(validate_paged(&c, &p)
+            .unwrap_err()
+            .to_string()
+            .contains("address space"));
+        assert!(check_page_table(&[0; 4], &[i32::MAX], usize::MAX, 2, 4).is_err());
     }
 }

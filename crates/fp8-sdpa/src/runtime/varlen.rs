@@ -66,12 +66,13 @@
 //! # }
 //! ```
 
+use super::attention::optional_streams;
 use super::attention::{
     call_desc, check_descales, launch_sdpa, read_back, sdpa_params, CallOptions, Descale,
     KernelChoice, Launched,
 };
 use super::device::Device;
-use super::tensor::{IdxRef, TensorMut, TensorRef, VecMut};
+use super::tensor::{check_streams, IdxRef, StreamId, TensorMut, TensorRef, VecMut};
 use super::validate::{check_cu_seqlens, validate_varlen, CallDesc, VarlenDesc};
 use crate::error::{Error, Result};
 use crate::kernels::{geometry, registry};
@@ -112,6 +113,27 @@ pub struct AttentionVarlen<'a> {
 }
 
 impl AttentionVarlen<'_> {
+    /// Every borrow of the call with the stream it was made on.
+    pub(crate) fn streams(&self) -> Vec<(&'static str, StreamId)> {
+        let mut v = vec![
+            self.q.on("Q"),
+            self.k.on("K"),
+            self.v.on("V"),
+            self.o.on("O"),
+            self.cu_seqlens_q.on("cu_seqlens_q"),
+            self.cu_seqlens_k.on("cu_seqlens_k"),
+        ];
+        v.extend(optional_streams(
+            &self.lse,
+            [
+                ("Q's descale", &self.q_descale),
+                ("K's descale", &self.k_descale),
+                ("V's descale", &self.v_descale),
+            ],
+        ));
+        v
+    }
+
     /// The validation view of this call.
     pub fn describe(&self) -> (CallDesc, VarlenDesc) {
         (
@@ -184,6 +206,7 @@ impl Device {
         a: &AttentionVarlen<'_>,
         opts: CallOptions,
     ) -> Result<Launched> {
+        check_streams(stream, a.streams())?;
         let (call, vl) = a.describe();
         let v = validate_varlen(&call, &vl)?;
         let (total_q, total_k) = (call.q.shape[1], call.k.shape[1]);
