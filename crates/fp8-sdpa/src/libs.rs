@@ -1,11 +1,18 @@
 //! Finding NVRTC and the CUDA driver at run time.
 //!
 //! cudarc `dlopen`s bare library names and panics when none loads. We search first — an
-//! explicit environment variable, the loader path, the pip package `nvidia-cuda-nvrtc`
-//! (project-local `.nvrtc/` or the active Python's site-packages), the CUDA toolkit — and
-//! open the library we find by absolute path with `RTLD_GLOBAL`. The dynamic loader matches a
-//! later `dlopen("libnvrtc.so.13")` against the SONAME of an already loaded object, so
-//! cudarc then binds to ours. A miss is [`Error::LibraryNotFound`] listing every place tried.
+//! explicit environment variable (`SDPA_NVRTC_PATH`, the user's choice), the loader path
+//! (`LD_LIBRARY_PATH`, ld.so.cache), then the CUDA toolkit's fixed folders (`$CUDA_HOME`,
+//! `$CUDA_PATH`, `/usr/local/cuda`) — and open the library we find by absolute path with
+//! `RTLD_GLOBAL`. The dynamic loader matches a later `dlopen("libnvrtc.so.13")` against the
+//! SONAME of an already loaded object, so cudarc then binds to ours. A miss is
+//! [`Error::LibraryNotFound`] listing every place tried.
+//!
+//! Never searched: the working directory or its ancestors, or folders near the executable
+//! (anyone who can write such a folder could plant a library whose constructor runs in this
+//! process), and no program is run to find Python's site-packages. A pip-installed NVRTC
+//! (`nvidia-cuda-nvrtc`, in `<site-packages>/nvidia/cu13/lib`) is used through
+//! `SDPA_NVRTC_PATH`, which `scripts/test.sh` sets for the copy it installs in `.nvrtc/`.
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -37,7 +44,8 @@ pub fn ensure_cublaslt() -> Result<Located> {
         .map_err(|looked| Error::LibraryNotFound {
             what: "cuBLASLt (libcublasLt.so.13)",
             looked,
-            fix: "install the CUDA toolkit or `pip install nvidia-cublas`, or set SDPA_CUBLASLT_PATH to the folder holding libcublasLt.so.13",
+            fix: "install the CUDA toolkit, or set SDPA_CUBLASLT_PATH to the folder holding libcublasLt.so.13 \
+                  (for the pip package nvidia-cublas: <site-packages>/nvidia/cu13/lib)",
         })
 }
 
@@ -47,22 +55,16 @@ static DRIVER: OnceLock<std::result::Result<Located, Vec<String>>> = OnceLock::n
 /// Makes NVRTC loadable for cudarc, or explains where it looked. Cheap after the first call.
 pub fn ensure_nvrtc() -> Result<Located> {
     NVRTC
-        .get_or_init(|| {
-            // NVRTC (CUDA 12.9+) caches compiles on disk. A cache hit skips ptxas, and with
-            // it the `-v` resource report the gates read: on the H100 machine a program
-            // compiled twice came back with an empty log (also reported in
-            // NVIDIA/cuda-python#1124). Our own cache keeps the report with the CUBIN, so
-            // NVRTC's is turned off: `--no-cache` on every compile (nvrtc::base_options),
-            // which is what held on the H100 (round 14), and this variable as well.
-            std::env::set_var("CUDA_CACHE_DISABLE", "1");
-            locate(NVRTC_ENV, &NVRTC_NAMES, &nvrtc_dirs(), true)
-        })
+        // No CUDA_CACHE_DISABLE here: it did not stop NVRTC's disk cache (`--no-cache` in
+        // nvrtc::base_options does), and setting it would need the unsound std::env::set_var.
+        .get_or_init(|| locate(NVRTC_ENV, &NVRTC_NAMES, &nvrtc_dirs(), true))
         .clone()
         .map_err(|looked| Error::LibraryNotFound {
             what: "NVRTC (libnvrtc.so.13)",
             looked,
-            fix: "run `scripts/test.sh` once (it installs the pip package nvidia-cuda-nvrtc==13.0.* into .nvrtc/), \
-                  or `pip install nvidia-cuda-nvrtc==13.0.*`, or set SDPA_NVRTC_PATH to the folder holding libnvrtc.so.13",
+            fix: "set SDPA_NVRTC_PATH to the folder holding libnvrtc.so.13: for the pip package \
+                  (`pip install nvidia-cuda-nvrtc==13.0.*`) that is <site-packages>/nvidia/cu13/lib, for this \
+                  project's `scripts/test.sh` install .nvrtc/nvidia/cu13/lib; or install the CUDA toolkit",
         })
 }
 
@@ -184,33 +186,23 @@ fn open_global(path: &Path) -> std::result::Result<(), String> {
     }
 }
 
+/// The fixed folders searched for NVRTC (and cuBLASLt) after `$SDPA_NVRTC_PATH` and the
+/// loader path: the CUDA toolkit's. Nothing relative to the working directory or the
+/// executable, and nothing found by running a program.
 fn nvrtc_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
-    // Project-local install made by scripts/test.sh, from the working directory up.
-    if let Ok(cwd) = std::env::current_dir() {
-        for a in cwd.ancestors() {
-            dirs.push(a.join(".nvrtc/nvidia/cu13/lib"));
-        }
-    }
-    // Next to the executable's workspace (target/<profile>/exe → ../../.nvrtc).
-    if let Ok(exe) = std::env::current_exe() {
-        for a in exe.ancestors().skip(1).take(4) {
-            dirs.push(a.join(".nvrtc/nvidia/cu13/lib"));
-        }
-    }
-    for sp in python_site_packages() {
-        dirs.push(sp.join("nvidia/cu13/lib"));
-        dirs.push(sp.join("nvidia/cuda_nvrtc/lib"));
-        dirs.push(sp.join("nvidia/cublas/lib"));
-    }
     for var in ["CUDA_HOME", "CUDA_PATH"] {
-        if let Some(h) = std::env::var_os(var) {
-            dirs.push(PathBuf::from(&h).join("lib64"));
-            dirs.push(PathBuf::from(&h).join("lib"));
+        // A relative value would be resolved against the working directory: skipped.
+        if let Some(h) = std::env::var_os(var).map(PathBuf::from) {
+            if h.is_absolute() {
+                dirs.push(h.join("lib64"));
+                dirs.push(h.join("lib"));
+            }
         }
     }
     dirs.push("/usr/local/cuda/lib64".into());
     dirs.push("/usr/local/cuda/targets/x86_64-linux/lib".into());
+    dirs.push("/usr/local/cuda/targets/sbsa-linux/lib".into());
     dedup(dirs)
 }
 
@@ -232,22 +224,6 @@ fn dedup(v: Vec<PathBuf>) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-/// The active Python's site-packages folders (`python3 -c 'import site; ...'`), if Python runs.
-fn python_site_packages() -> Vec<PathBuf> {
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import site,sys; print('\\n'.join(site.getsitepackages()+[site.getusersitepackages()]))"])
-        .stderr(std::process::Stdio::null())
-        .output();
-    match out {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(PathBuf::from)
-            .collect(),
-        _ => Vec::new(),
-    }
 }
 
 #[cfg(test)]
@@ -306,5 +282,84 @@ mod tests {
         .unwrap_err();
         let text = looked.join("\n");
         assert!(text.contains("libfake.so.1 (from"), "{text}");
+    }
+
+    /// Set in the child process that `search_ignores_the_working_directory_and_runs_nothing`
+    /// starts: its value is the planted tree's root.
+    const PROBE_ENV: &str = "SDPA_TEST_LIBS_PROBE";
+
+    /// Plants `.nvrtc/nvidia/cu13/lib/libnvrtc.so.13` in a temporary ancestor of the working
+    /// directory and a `python3` on PATH that leaves a mark, then runs the search in a child
+    /// process started there (the working directory and PATH are process-wide, so a child
+    /// keeps this test from touching them). Neither may be used, and the library must not set
+    /// CUDA_CACHE_DISABLE.
+    #[test]
+    fn search_ignores_the_working_directory_and_runs_nothing() {
+        if let Some(root) = std::env::var_os(PROBE_ENV) {
+            let root = PathBuf::from(root);
+            let dirs = nvrtc_dirs();
+            for d in &dirs {
+                assert!(
+                    !d.starts_with(&root) && !d.to_string_lossy().contains(".nvrtc"),
+                    "candidate {} comes from the working directory's ancestors",
+                    d.display()
+                );
+            }
+            // Whatever it finds on this machine, the search must not report the planted file.
+            let text = match ensure_nvrtc() {
+                Ok(l) => l.path,
+                Err(e) => e.to_string(),
+            };
+            assert!(!text.contains(&*root.to_string_lossy()), "{text}");
+            assert!(
+                !root.join("python3-ran").exists(),
+                "the search ran python3 from PATH"
+            );
+            assert!(
+                std::env::var_os("CUDA_CACHE_DISABLE").is_none(),
+                "the library set CUDA_CACHE_DISABLE"
+            );
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let lib = root.path().join(".nvrtc/nvidia/cu13/lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::write(lib.join("libnvrtc.so.13"), b"planted, not an ELF file").unwrap();
+        let cwd = root.path().join("project/sub");
+        std::fs::create_dir_all(&cwd).unwrap();
+        let bin = root.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let py = bin.join("python3");
+        std::fs::write(
+            &py,
+            format!(
+                "#!/bin/sh\necho ran > '{}'\n",
+                root.path().join("python3-ran").display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "libs::tests::search_ignores_the_working_directory_and_runs_nothing",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .current_dir(&cwd)
+            .env(PROBE_ENV, root.path())
+            .env("PATH", &bin)
+            .env_remove(NVRTC_ENV)
+            .env_remove("CUDA_CACHE_DISABLE")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "child failed:\n{text}");
+        assert!(text.contains("1 passed"), "the child ran no test:\n{text}");
     }
 }

@@ -46,6 +46,8 @@ use std::sync::OnceLock;
 
 /// Environment variable naming the user's tuned table.
 pub const TABLE_ENV: &str = "SDPA_TUNED_TABLE";
+/// Largest table file read (4 MiB; a table with an entry for every key is well under 1 MiB).
+pub const MAX_TABLE_BYTES: u64 = 4 << 20;
 
 /// What a call looks like to the tuner: the classes it tunes separately.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -349,6 +351,13 @@ fn check_entry(e: &TunedEntry) -> std::result::Result<Checked, String> {
     })
 }
 
+/// A function that says whether it saw its argument before: constant time per key, so a
+/// table's duplicate check is linear in its entries.
+fn repeat_detector<K: std::hash::Hash + Eq>(capacity: usize) -> impl FnMut(K) -> bool {
+    let mut seen = std::collections::HashSet::with_capacity(capacity);
+    move |k| !seen.insert(k)
+}
+
 fn bad(origin: &str, msg: String) -> Error {
     Error::InvalidInput(format!("tuned table {origin}: {msg}"))
 }
@@ -368,9 +377,10 @@ impl TunedTable {
             )
         })?;
         let mut checked: Vec<Checked> = Vec::with_capacity(file.entries.len());
+        let mut is_repeat = repeat_detector(file.entries.len());
         for (i, e) in file.entries.iter().enumerate() {
             let c = check_entry(e).map_err(|m| bad(origin, format!("entry {i}: {m}")))?;
-            if checked.iter().any(|o| o.class_key() == c.class_key()) {
+            if is_repeat(c.class_key()) {
                 return Err(bad(
                     origin,
                     format!(
@@ -393,10 +403,27 @@ impl TunedTable {
         })
     }
 
-    /// Reads a table file.
+    /// Reads a table file. Only a regular file of at most [`MAX_TABLE_BYTES`] is read: a FIFO,
+    /// device or folder at the path, or a larger file, is an [`Error::InvalidInput`] (a FIFO
+    /// would otherwise block every dispatch until some process wrote to it).
     pub fn load(path: &std::path::Path) -> Result<TunedTable> {
-        let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
-        Self::parse_from(&text, &path.display().to_string())
+        use crate::compile::bounded::{read_regular, ReadFailure};
+        let origin = path.display().to_string();
+        let bytes = match read_regular(path, MAX_TABLE_BYTES) {
+            Ok(b) => b,
+            Err(ReadFailure::Io(e)) => return Err(Error::io(path)(e)),
+            Err(e) => {
+                return Err(bad(
+                    &origin,
+                    format!(
+                        "{e}; point {TABLE_ENV} at a JSON table (at most {MAX_TABLE_BYTES} bytes) or remove it"
+                    ),
+                ))
+            }
+        };
+        let text =
+            String::from_utf8(bytes).map_err(|e| bad(&origin, format!("not UTF-8 text ({e})")))?;
+        Self::parse_from(&text, &origin)
     }
 
     /// The table as JSON (what `parse` reads).
@@ -872,6 +899,141 @@ mod tests {
             t[i] = byte;
             if let Ok(s) = std::str::from_utf8(&t) {
                 let _ = TunedTable::parse(s);
+            }
+        }
+    }
+
+    /// Runs `f` on a thread; `None` if it has not returned within `secs` (it blocked).
+    fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(secs)).ok()
+    }
+
+    /// A FIFO at the table's path would block every dispatch waiting for a writer: it is
+    /// refused at once with a typed error.
+    #[test]
+    fn a_fifo_at_the_table_path_is_refused_without_blocking() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("tuned.json");
+        let ok = std::process::Command::new("mkfifo")
+            .arg(&p)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mkfifo failed");
+        let r = within(10, move || TunedTable::load(&p).map_err(|e| e.to_string()));
+        match r {
+            None => panic!("loading a FIFO blocked"),
+            Some(Ok(_)) => panic!("a FIFO was read as a table"),
+            Some(Err(m)) => assert!(m.contains("FIFO") && m.contains(TABLE_ENV), "{m}"),
+        }
+    }
+
+    #[test]
+    fn folders_and_devices_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        for p in [d.path(), std::path::Path::new("/dev/null")] {
+            match TunedTable::load(p) {
+                Err(Error::InvalidInput(m)) => assert!(m.contains("not a regular file"), "{m}"),
+                other => panic!("{}: {other:?}", p.display()),
+            }
+        }
+    }
+
+    /// A valid table padded past the limit is refused, not read.
+    #[test]
+    fn an_oversize_table_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("tuned.json");
+        let mut text = String::from(r#"{"entries": []}"#);
+        text.push_str(&" ".repeat(MAX_TABLE_BYTES as usize));
+        std::fs::write(&p, &text).unwrap();
+        match TunedTable::load(&p) {
+            Err(Error::InvalidInput(m)) => assert!(m.contains("larger than"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        std::fs::write(&p, r#"{"entries": []}"#).unwrap();
+        assert_eq!(TunedTable::load(&p).unwrap().entries().len(), 0);
+    }
+
+    /// The duplicate check parse uses is linear: 100k keys (the last a repeat) in well under
+    /// a second, where comparing each key with every earlier one takes 5e9 comparisons.
+    #[test]
+    fn the_duplicate_check_is_linear() {
+        let n = 100_000u64;
+        let t = std::time::Instant::now();
+        let mut is_repeat = repeat_detector(n as usize);
+        let first = (0..n)
+            .map(|i| (i, ShapeClass::Prefill, None::<ShapeBucket>))
+            .chain([(7, ShapeClass::Prefill, None)])
+            .position(&mut is_repeat);
+        assert_eq!(first, Some(n as usize));
+        let took = t.elapsed();
+        assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+    }
+
+    proptest::proptest! {
+        /// Whatever bytes the file holds, loading returns a table or a typed error.
+        #[test]
+        fn loading_any_bytes_never_panics(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
+        ) {
+            let d = tempfile::tempdir().unwrap();
+            let p = d.path().join("t.json");
+            std::fs::write(&p, &bytes).unwrap();
+            match TunedTable::load(&p) {
+                Ok(_) | Err(Error::InvalidInput(_)) => {}
+                Err(e) => proptest::prop_assert!(false, "untyped error: {e}"),
+            }
+        }
+
+        /// Tables drawn from valid and invalid field values: a table parses only when every
+        /// entry is valid and no key repeats, and a parsed table reads back from its JSON.
+        #[test]
+        fn parsed_tables_are_checked_and_round_trip(
+            picks in proptest::collection::vec(
+                (0usize..3, 0usize..3, 0usize..3, 0usize..4, 0usize..3), 0..6),
+        ) {
+            let archs = ["sm_90a", "sm_80", "sm_42"];
+            let classes = ["prefill", "causal", "decode"];
+            let dims = [64u32, 128, 96];
+            let buckets = [None, Some("short"), Some("small-paged"), Some("nope")];
+            let variants = [
+                "hopper.m128.n128.w12.s2.b1.w4pogex",
+                "decode.m16.n64.w4.s3.b2.cex",
+                "not-a-variant",
+            ];
+            let entries: Vec<TunedEntry> = picks
+                .iter()
+                .map(|&(a, c, d, b, v)| TunedEntry {
+                    arch: archs[a].into(),
+                    precision: "f16".into(),
+                    head_dim: dims[d],
+                    shape_class: classes[c].into(),
+                    bucket: buckets[b].map(String::from),
+                    variant: variants[v].into(),
+                    tflops: None,
+                    note: None,
+                })
+                .collect();
+            let text = serde_json::to_string(&TableFile { entries: entries.clone() }).unwrap();
+            let all_valid = entries.iter().all(|e| check_entry(e).is_ok());
+            let keys: std::collections::HashSet<_> = entries
+                .iter()
+                .filter_map(|e| check_entry(e).ok())
+                .map(|c| c.class_key())
+                .collect();
+            match TunedTable::parse(&text) {
+                Ok(t) => {
+                    proptest::prop_assert!(all_valid && keys.len() == entries.len());
+                    proptest::prop_assert_eq!(TunedTable::parse(&t.to_json()).unwrap(), t);
+                }
+                Err(e) => {
+                    proptest::prop_assert!(matches!(e, Error::InvalidInput(_)));
+                    proptest::prop_assert!(!all_valid || keys.len() < entries.len());
+                }
             }
         }
     }

@@ -1,6 +1,7 @@
 //! Compiling kernel specs: NVRTC to CUBIN for an exact arch, the ptxas resource report, and
 //! a disk cache keyed by sources, defines, arch, options and NVRTC version.
 
+pub(crate) mod bounded;
 pub mod cache;
 pub mod nvrtc;
 pub mod ptxas;
@@ -73,10 +74,11 @@ pub struct Compiler {
 }
 
 impl Compiler {
-    /// A compiler using the default cache location.
+    /// A compiler using the default cache location ([`Cache::default_location`]); without
+    /// a usable one it compiles in memory. Never fails (the `Result` is kept for callers).
     pub fn new() -> Result<Compiler> {
         Ok(Compiler {
-            cache: Some(Cache::default_location()?),
+            cache: Cache::default_location(),
         })
     }
 
@@ -213,7 +215,10 @@ impl Compiler {
                 resources: resources.clone(),
             })
             .expect("Meta serializes");
-            cache.put(key, &meta, &out.cubin)?;
+            // A cache that cannot be written costs the next process a compile, nothing more.
+            if let Err(e) = cache.put(key, &meta, &out.cubin) {
+                cache::warn_once(&format!("{e}; the kernel is used uncached"));
+            }
         }
         Ok(CompiledModule {
             cubin: out.cubin,
