@@ -16,7 +16,10 @@
 //! (`ncclCommAbort`, through dropping cudarc's `Comm`): the rank's own NCCL work ends, its
 //! streams drain, and peers whose transfers wait on it fail their own bounded wait instead of
 //! blocking forever. An aborted ring is unusable ([`Ring::is_aborted`]): every rank needs a
-//! new communicator and a new ring.
+//! new communicator and a new ring. The bounds cover the device side; NCCL's own host-side
+//! set-up of connections (on a communicator's first collective and first transfers) waits
+//! for the peers until they join or their communicator goes away, which an aborted or
+//! exited peer's does.
 
 use super::agree::{self, ProblemDesc, Status, WORDS};
 use super::plan::{step_work, Mask};
