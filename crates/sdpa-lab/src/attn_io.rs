@@ -10,6 +10,7 @@
 //! `[total_q, heads_q, dim]` and `lse` `[heads_q, total_q]` ([`write_varlen`]).
 
 mod paged;
+pub mod preflight;
 mod varlen;
 
 pub use paged::PagedFile;

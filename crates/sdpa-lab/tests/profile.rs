@@ -147,9 +147,22 @@ const PROFILE: &str = r#"{
   ]
 }"#;
 
+/// An artifacts folder holding the fixture's bench.json (a report needs bench rows).
+fn folder_with_bench() -> tempfile::TempDir {
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/artifacts/bench.json");
+    let src = if built.exists() {
+        built
+    } else {
+        PathBuf::from("crates/sdpa-lab/tests/data/artifacts/bench.json")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(src, dir.path().join("bench.json")).unwrap();
+    dir
+}
+
 #[test]
 fn report_shows_the_profile_table_with_the_truth_column() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = folder_with_bench();
     std::fs::write(dir.path().join("profile.json"), PROFILE).unwrap();
     let o = Command::new(bin())
         .arg("report")
@@ -175,7 +188,7 @@ fn report_shows_the_profile_table_with_the_truth_column() {
 
 #[test]
 fn report_without_profile_json_has_no_profile_section() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = folder_with_bench();
     let o = Command::new(bin())
         .arg("report")
         .arg(dir.path())

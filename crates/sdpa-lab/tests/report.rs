@@ -137,15 +137,36 @@ fn missing_folder_is_exit_2_with_a_message() {
 }
 
 #[test]
-fn empty_folder_still_reports_what_is_absent() {
+fn a_folder_without_bench_files_is_an_error_that_says_how_to_make_one() {
     let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture().join("check.json"), dir.path().join("check.json")).unwrap();
     let o = report(&[dir.path()]);
-    assert!(o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no readable bench*.json"));
-    let md = read(&dir.path().join("summary.md"));
-    assert!(md.contains("- bench*.json: absent (no timing tables)"));
-    assert!(md.contains("Absent: check.json, verify.json, manifest.json, stages.json."));
-    assert!(!dir.path().join("plots").exists());
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "a report without bench rows is not a success"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no readable bench file in"), "{err}");
+    assert!(err.contains(&dir.path().display().to_string()), "{err}");
+    assert!(err.contains("bench*.json"), "{err}");
+    assert!(
+        err.contains("sdpa-lab bench --suite mission --out"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("summary.md").exists(),
+        "nothing is written for a folder without bench files"
+    );
+    // Bench files that cannot be read count as none, and are named with their reason.
+    std::fs::write(dir.path().join("bench-broken.json"), "{").unwrap();
+    let o = report(&[dir.path()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("could be read:\n  bench-broken.json: "),
+        "{err}"
+    );
 }
 
 #[test]

@@ -3,9 +3,11 @@
 //! travel around the ring while each rank computes its queries against the shard in hand;
 //! partial results merge by log-sum-exp in fp32.
 //!
-//! `plan` and `merge` are the arithmetic (tested on the CPU); the NCCL ring itself is in the
-//! lab's `cp-bench` (issue 33).
+//! `plan`, `merge` and `agree` (the problem every rank must share before the ring) are the
+//! arithmetic, tested on the CPU; `ring` (feature `nccl`) runs it over NCCL, and the lab's
+//! `cp-bench` drives it (issue 33).
 
+pub mod agree;
 pub mod merge;
 pub mod plan;
 #[cfg(feature = "nccl")]

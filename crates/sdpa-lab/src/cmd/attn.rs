@@ -121,10 +121,21 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         Some(k) => KernelChoice::Variant(parse_variant(k)?),
         None => KernelChoice::Auto,
     };
-    let dev = crate::cmd::env::open_device(a.device)
-        .map_err(|e| Error::Unsupported(format!("attn needs a GPU: {e}")))?;
-    let stream = dev.new_stream()?;
     let q = input.q();
+    let [b, sq, hq, d] = q.shape;
+    let params = AttnParams {
+        scale: a.scale.unwrap_or(1.0 / (d as f32).sqrt()),
+        causal: a.causal,
+    };
+    // The problem's own faults (head dim, GQA ratio, shapes, lengths, scale, descales) are
+    // named before a device is needed, in the library's words.
+    attn_io::preflight::check(&input, a.layout, params, a.lse)?;
+    let dev = crate::cmd::env::open_device(a.device).map_err(|e| {
+        Error::Unsupported(format!(
+            "the inputs are valid, but attn needs a GPU to run them: {e}"
+        ))
+    })?;
+    let stream = dev.new_stream()?;
     let precision = Precision::from_types(q.dtype, input.kv_dtype()).ok_or_else(|| {
         Error::InvalidInput(format!(
             "no precision path takes q {} with K/V {}",
@@ -136,7 +147,6 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
     let mut o = stream
         .alloc_zeros::<u8>(q.shape.iter().product::<usize>() * o_t.size())
         .map_err(Error::driver("allocating O"))?;
-    let [b, sq, hq, d] = q.shape;
     let mut lse = stream
         .alloc_zeros::<f32>(b * hq * sq)
         .map_err(Error::driver("allocating LSE"))?;
@@ -147,10 +157,7 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
             q: TensorRef::contiguous(&dq, st, q.dtype, q.shape, a.layout)?,
             o: TensorMut::contiguous(&mut o, st, o_t, q.shape, a.layout)?,
             lse: a.lse.then(|| VecMut::new(&mut lse, st)),
-            params: AttnParams {
-                scale: a.scale.unwrap_or(1.0 / (d as f32).sqrt()),
-                causal: a.causal,
-            },
+            params,
             opts: CallOptions {
                 kernel,
                 check_descales: true,

@@ -290,7 +290,7 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         "report",
         &[],
         &["summary.md"],
-        || match crate::cmd::report::run(crate::cmd::report::Args {
+        || match crate::cmd::report::run_from_whatever_exists(crate::cmd::report::Args {
             dir: dir.clone(),
             out: None,
         }) {
