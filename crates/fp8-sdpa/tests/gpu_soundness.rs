@@ -81,8 +81,8 @@ fn a_borrow_from_another_stream_is_refused() {
     drop(call);
 
     // Paged: the block table borrowed on A (the host read-back would read it unordered too).
-    let pool = [16, 16, 4, 64]; // 16 pages of 16 tokens
-    let table = b.clone_htod(&(0..16).collect::<Vec<i32>>()).unwrap();
+    let pool = [8, 16, 4, 64]; // 8 pages of 16 tokens
+    let table = b.clone_htod(&(0..16).map(|i| i % 8).collect::<Vec<i32>>()).unwrap();
     let lens = b.clone_htod(&[100i32, 17]).unwrap();
     let dq = [2, 1, 4, 64];
     let mut o1 = b.alloc_zeros::<u16>(2 * 4 * 64).unwrap();
