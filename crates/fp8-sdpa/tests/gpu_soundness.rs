@@ -82,7 +82,9 @@ fn a_borrow_from_another_stream_is_refused() {
 
     // Paged: the block table borrowed on A (the host read-back would read it unordered too).
     let pool = [8, 16, 4, 64]; // 8 pages of 16 tokens
-    let table = b.clone_htod(&(0..16).map(|i| i % 8).collect::<Vec<i32>>()).unwrap();
+    let table = b
+        .clone_htod(&(0..16).map(|i| i % 8).collect::<Vec<i32>>())
+        .unwrap();
     let lens = b.clone_htod(&[100i32, 17]).unwrap();
     let dq = [2, 1, 4, 64];
     let mut o1 = b.alloc_zeros::<u16>(2 * 4 * 64).unwrap();
@@ -122,7 +124,9 @@ fn the_quantizer_writes_past_2_31_codes_in_place() {
     let stream = dev.new_stream().unwrap();
     let (batch, seq) = (3usize, 1usize << 30);
     // One fp16 value (1.5), broadcast over batch and seq by zero strides.
-    let x = stream.clone_htod(&[half::f16::from_f32(1.5).to_bits()]).unwrap();
+    let x = stream
+        .clone_htod(&[half::f16::from_f32(1.5).to_bits()])
+        .unwrap();
     let xr = TensorRef::new(&x, &stream, DType::F16, [batch, seq, 1, 1], [0, 0, 0, 1]).unwrap();
     let mut codes = stream.alloc_zeros::<u8>(batch * seq).unwrap();
     let mut descales = stream.alloc_zeros::<f32>(batch).unwrap();
