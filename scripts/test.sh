@@ -4,7 +4,10 @@
 #      matching the GPU machines' CUDA 13.0 driver) into .nvrtc/ and points the project at it;
 #   2. cargo fmt --check, clippy with warnings as errors;
 #   3. cargo test (GPU tests are #[ignore]d with a reason; pass --gpu to include them);
-#   4. sdpa-lab check for sm_80 and sm_90a (compiles every registered kernel, resource gates).
+#   4. sdpa-lab check for sm_80 and sm_90a (compiles every registered kernel, resource gates);
+#   5. fuzz/run.sh: the fuzz targets built with libFuzzer's instrumentation on stable Rust, each
+#      run for SDPA_FUZZ_SECONDS seconds (default 3; 0 builds them only). Their checks also run
+#      as property tests in step 3 (tests/fuzz_props.rs, tests/fuzz_attn_io.rs).
 # Usage: scripts/test.sh [--gpu]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +16,7 @@ gpu=0
 for a in "$@"; do
   case "$a" in
     --gpu) gpu=1 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "unknown argument: $a (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -53,6 +56,8 @@ else
 fi
 echo "==> sdpa-lab check --arch sm_80,sm_90a"
 cargo run --quiet -p sdpa-lab -- check --arch sm_80,sm_90a --summary
+echo "==> fuzz targets (fuzz/): build, then ${SDPA_FUZZ_SECONDS:-3}s of each"
+fuzz/run.sh "${SDPA_FUZZ_SECONDS:-3}"
 # One closing line for the whole test suite (cargo prints one per test binary, the last
 # being the doc-tests').
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) g += $i } }

@@ -22,6 +22,8 @@ pub mod dispatch;
 pub mod dtype;
 pub mod error;
 pub mod fp8;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gates;
 pub mod harness;
 pub mod inputs;

@@ -1,7 +1,6 @@
 //! `sdpa-lab`: the fp8-sdpa lab. Checks kernels offline, verifies them on the GPU,
 //! benchmarks them against PyTorch's SDPA backends and writes reports.
 
-mod attn_io;
 mod bench;
 mod ceilings;
 mod cmd;
@@ -13,6 +12,7 @@ mod timing;
 mod tune;
 
 use clap::{Parser, Subcommand};
+use sdpa_lab::attn_io;
 use std::process::ExitCode;
 
 #[derive(Parser)]

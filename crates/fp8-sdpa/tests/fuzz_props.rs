@@ -1,0 +1,248 @@
+//! The fuzz targets' property checks (`fp8_sdpa::fuzzing`, `fuzz/`) as property tests, so that
+//! `cargo test` (debug, overflow checks on) exercises them on every run: arbitrary bytes never
+//! make a check panic (a panic is a panic of the function under test or a broken property), and
+//! fixed-seed runs reach the accepting branch often enough for its properties to be exercised.
+
+use fp8_sdpa::fuzzing;
+use proptest::prelude::*;
+use rand::{RngCore, SeedableRng};
+
+/// `n` byte strings of 0..256 bytes from a fixed seed.
+fn corpus(seed: u64, n: usize) -> Vec<Vec<u8>> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| {
+            let mut v = vec![0u8; (rng.next_u32() % 256) as usize];
+            rng.fill_bytes(&mut v);
+            v
+        })
+        .collect()
+}
+
+/// Runs `check` over 2000 fixed-seed inputs and returns the fraction it accepted.
+fn accepted(seed: u64, check: fn(&[u8]) -> bool) -> f64 {
+    let inputs = corpus(seed, 2000);
+    let n = inputs.iter().filter(|d| check(d)).count();
+    n as f64 / inputs.len() as f64
+}
+
+#[test]
+fn validation_targets_reach_accepted_calls() {
+    for (name, check, seed) in [
+        ("validate", fuzzing::check_validate as fn(&[u8]) -> bool, 1),
+        ("validate_paged", fuzzing::check_validate_paged, 2),
+        ("validate_varlen", fuzzing::check_validate_varlen, 3),
+        (
+            "validate_paged_varlen",
+            fuzzing::check_validate_paged_varlen,
+            4,
+        ),
+    ] {
+        let f = accepted(seed, check);
+        eprintln!("{name}: {:.1}% accepted", 100.0 * f);
+        assert!(
+            f >= 0.05,
+            "{name}: only {:.1}% of inputs accepted",
+            100.0 * f
+        );
+    }
+}
+
+#[test]
+fn the_other_targets_reach_accepted_inputs() {
+    for (name, check, seed, min) in [
+        (
+            "cu_seqlens",
+            fuzzing::check_cu_seqlens as fn(&[u8]) -> bool,
+            5,
+            0.05,
+        ),
+        ("page_table", fuzzing::check_page_table, 6, 0.05),
+        ("quantize_plan", fuzzing::check_quantize_plan, 7, 0.05),
+        ("tma", fuzzing::check_tma, 8, 0.05),
+        ("span_one_to_one", fuzzing::check_span_one_to_one, 9, 0.05),
+        ("variant", fuzzing::check_variant, 10, 0.05),
+    ] {
+        let f = accepted(seed, check);
+        eprintln!("{name}: {:.1}% accepted", 100.0 * f);
+        assert!(
+            f >= min,
+            "{name}: only {:.1}% of inputs accepted",
+            100.0 * f
+        );
+    }
+}
+
+#[test]
+fn empty_input_is_an_accepted_call() {
+    // Past the end every choice is the common valid one.
+    assert!(fuzzing::check_validate(&[]));
+    assert!(fuzzing::check_validate_paged(&[]));
+    assert!(fuzzing::check_validate_varlen(&[]));
+    assert!(fuzzing::check_validate_paged_varlen(&[]));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn validate_never_panics(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+        fuzzing::check_validate(&data);
+    }
+
+    #[test]
+    fn validate_paged_never_panics(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+        fuzzing::check_validate_paged(&data);
+    }
+
+    #[test]
+    fn validate_varlen_never_panics(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+        fuzzing::check_validate_varlen(&data);
+    }
+
+    #[test]
+    fn validate_paged_varlen_never_panics(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+        fuzzing::check_validate_paged_varlen(&data);
+    }
+
+    #[test]
+    fn cu_seqlens_checks_never_panic(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+        fuzzing::check_cu_seqlens(&data);
+    }
+
+    #[test]
+    fn page_table_check_never_panics(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+        fuzzing::check_page_table(&data);
+    }
+
+    #[test]
+    fn quantize_plan_never_panics(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+        fuzzing::check_quantize_plan(&data);
+    }
+
+    #[test]
+    fn tma_checks_never_panic(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+        fuzzing::check_tma(&data);
+    }
+
+    #[test]
+    fn span_and_one_to_one_are_exact(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+        fuzzing::check_span_one_to_one(&data);
+    }
+
+    #[test]
+    fn variant_keys_never_panic(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+        fuzzing::check_variant(&data);
+    }
+}
+
+/// Known bug found by the page-table target: `check_page_table` divides by the page size, so
+/// a page size of 0 with a sequence of 0 keys panics (also reachable from `sdpa-lab attn` with
+/// a `k_cache` of page size 0). The page-table generator avoids page size 0 until this passes.
+#[test]
+#[ignore = "known bug (issue 44 fuzzing): check_page_table divides by page_size 0; un-ignore with the fix"]
+fn page_table_check_takes_page_size_zero() {
+    use fp8_sdpa::runtime::validate::check_page_table;
+    let r = std::panic::catch_unwind(|| check_page_table(&[0], &[0], 1, 0, 1));
+    assert!(r.is_ok(), "check_page_table panicked on page size 0");
+    assert!(check_page_table(&[0], &[1], 1, 0, 1).is_err());
+}
+
+/// Known bug found by the TMA target: `dims_and_strides` rounds an extent-1 dim's byte stride
+/// up to 16 in u64, which overflows within 15 of u64::MAX (validation keeps strides below 2^63
+/// bytes, so the launch path never gets there). The TMA check skips such strides until this
+/// passes.
+#[test]
+#[ignore = "known bug (issue 44 fuzzing): tma::dims_and_strides overflows rounding a stride near u64::MAX; un-ignore with the fix"]
+fn tma_strides_near_u64_max_do_not_overflow() {
+    use fp8_sdpa::runtime::{tma, TensorDesc};
+    let t = TensorDesc {
+        ptr: 0x1000,
+        bytes: 1 << 20,
+        dtype: fp8_sdpa::DType::F16,
+        shape: [1, 16, 1, 64],
+        strides: [usize::MAX / 2, 64, 64, 1],
+    };
+    assert!(tma::tma_unfit("T", &t).is_none());
+    let r = std::panic::catch_unwind(|| tma::dims_and_strides(&t));
+    assert!(r.is_ok(), "dims_and_strides panicked");
+}
+
+/// Known finding of the quantizer target: `plan` accepts a dim of extent 1 with a stride past
+/// i64::MAX, which `quantize_e4m3` then narrows `as i64` (to -1 here). Index 0 multiplies it,
+/// so no access changes, but the launch narrows a value that does not fit.
+#[test]
+#[ignore = "known finding (issue 44 fuzzing): quantize::plan lets an extent-1 stride past i64::MAX through to an `as i64`; un-ignore with the fix"]
+fn quantize_plan_narrows_every_stride() {
+    use fp8_sdpa::runtime::{quantize, TensorDesc};
+    let t = TensorDesc {
+        ptr: 0x4000_0000_0000_00fd,
+        bytes: 128,
+        dtype: fp8_sdpa::DType::Bf16,
+        shape: [1, 1, 1, 64],
+        strides: [usize::MAX, 88, usize::MAX, 1],
+    };
+    if quantize::plan(&t, 64, 1).is_ok() {
+        assert!(t.strides[..3].iter().all(|&s| i64::try_from(s).is_ok()));
+    }
+}
+
+/// Known finding of the paged varlen target (any validate target can reach it): an E4M3 Q
+/// with a head stride of 2^62 + 16 elements in a buffer of 2^63 + 5536 bytes is accepted, but
+/// its last element's offset (2^63 + 5535 elements) passes the i64 the kernels index with.
+/// No real buffer is that large; validation could cap a span at 2^63 bytes.
+#[test]
+#[ignore = "known finding (issue 44 fuzzing): validation accepts element offsets past i64::MAX for 8-bit tensors over 2^63 bytes; un-ignore with the fix"]
+fn kernel_offsets_fit_i64() {
+    use fp8_sdpa::runtime::validate::{validate, CallDesc, DescaleDesc};
+    use fp8_sdpa::runtime::TensorDesc;
+    use fp8_sdpa::{AttnParams, DType};
+    let dense = |ptr: u64, dtype: DType, shape: [usize; 4]| TensorDesc {
+        ptr,
+        bytes: shape.iter().product::<usize>() * dtype.size(),
+        dtype,
+        shape,
+        strides: [
+            shape[1] * shape[2] * shape[3],
+            shape[2] * shape[3],
+            shape[3],
+            1,
+        ],
+    };
+    let mut q = dense(1 << 20, DType::E4m3, [1, 15, 3, 128]);
+    q.strides = [5760, 384, (1 << 62) + 16, 1];
+    q.bytes = (1 << 63) + 5536;
+    let hi = 1u64 << 63;
+    let ds = |ptr: u64, len: usize| {
+        Some(DescaleDesc {
+            ptr,
+            len,
+            batch_stride: 0,
+        })
+    };
+    let c = CallDesc {
+        q,
+        k: dense(hi + (1 << 22), DType::E4m3, [1, 64, 1, 128]),
+        v: dense(hi + (2 << 22), DType::E4m3, [1, 64, 1, 128]),
+        o: dense(hi + (3 << 22), DType::Bf16, [1, 15, 3, 128]),
+        lse: None,
+        descales: [
+            ds(hi + (4 << 22), 3),
+            ds(hi + (5 << 22), 1),
+            ds(hi + (6 << 22), 1),
+        ],
+        params: AttnParams {
+            scale: 0.125,
+            causal: false,
+        },
+    };
+    if validate(&c).is_ok() {
+        let last: u128 = (0..4)
+            .map(|i| (q.shape[i] as u128 - 1) * q.strides[i] as u128)
+            .sum();
+        assert!(
+            last <= i64::MAX as u128,
+            "accepted a last element offset of {last}"
+        );
+    }
+}
