@@ -62,6 +62,8 @@ fn the_other_targets_reach_accepted_inputs() {
         ("tma", fuzzing::check_tma, 8, 0.05),
         ("span_one_to_one", fuzzing::check_span_one_to_one, 9, 0.05),
         ("variant", fuzzing::check_variant, 10, 0.05),
+        ("tuned_table", fuzzing::check_tuned_table, 11, 0.05),
+        ("cache_entry", fuzzing::check_cache_entry, 12, 0.05),
     ] {
         let f = accepted(seed, check);
         eprintln!("{name}: {:.1}% accepted", 100.0 * f);
@@ -134,13 +136,24 @@ proptest! {
     fn variant_keys_never_panic(data in proptest::collection::vec(any::<u8>(), 0..256)) {
         fuzzing::check_variant(&data);
     }
+
+    #[test]
+    fn tuned_tables_round_trip(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+        fuzzing::check_tuned_table(&data);
+    }
+
+    #[test]
+    fn cache_entries_decode_only_whole_under_their_key(
+        data in proptest::collection::vec(any::<u8>(), 0..256)
+    ) {
+        fuzzing::check_cache_entry(&data);
+    }
 }
 
 /// Known bug found by the page-table target: `check_page_table` divides by the page size, so
 /// a page size of 0 with a sequence of 0 keys panics (also reachable from `sdpa-lab attn` with
 /// a `k_cache` of page size 0). The page-table generator avoids page size 0 until this passes.
 #[test]
-#[ignore = "known bug (issue 44 fuzzing): check_page_table divides by page_size 0; un-ignore with the fix"]
 fn page_table_check_takes_page_size_zero() {
     use fp8_sdpa::runtime::validate::check_page_table;
     let r = std::panic::catch_unwind(|| check_page_table(&[0], &[0], 1, 0, 1));
@@ -153,7 +166,6 @@ fn page_table_check_takes_page_size_zero() {
 /// bytes, so the launch path never gets there). The TMA check skips such strides until this
 /// passes.
 #[test]
-#[ignore = "known bug (issue 44 fuzzing): tma::dims_and_strides overflows rounding a stride near u64::MAX; un-ignore with the fix"]
 fn tma_strides_near_u64_max_do_not_overflow() {
     use fp8_sdpa::runtime::{tma, TensorDesc};
     let t = TensorDesc {
@@ -172,7 +184,6 @@ fn tma_strides_near_u64_max_do_not_overflow() {
 /// i64::MAX, which `quantize_e4m3` then narrows `as i64` (to -1 here). Index 0 multiplies it,
 /// so no access changes, but the launch narrows a value that does not fit.
 #[test]
-#[ignore = "known finding (issue 44 fuzzing): quantize::plan lets an extent-1 stride past i64::MAX through to an `as i64`; un-ignore with the fix"]
 fn quantize_plan_narrows_every_stride() {
     use fp8_sdpa::runtime::{quantize, TensorDesc};
     let t = TensorDesc {
@@ -192,7 +203,6 @@ fn quantize_plan_narrows_every_stride() {
 /// its last element's offset (2^63 + 5535 elements) passes the i64 the kernels index with.
 /// No real buffer is that large; validation could cap a span at 2^63 bytes.
 #[test]
-#[ignore = "known finding (issue 44 fuzzing): validation accepts element offsets past i64::MAX for 8-bit tensors over 2^63 bytes; un-ignore with the fix"]
 fn kernel_offsets_fit_i64() {
     use fp8_sdpa::runtime::validate::{validate, CallDesc, DescaleDesc};
     use fp8_sdpa::runtime::TensorDesc;

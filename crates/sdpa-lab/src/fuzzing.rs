@@ -146,9 +146,7 @@ fn gen_file(r: &mut Reader) -> (Vec<u8>, Layout) {
         }
         // Paged, with dense or (form 3) varlen queries.
         _ => {
-            // TODO(issue 44): page size 0 makes check_page_table divide by zero (a known bug,
-            // reported with the fuzz targets); add 0 back to this list once it is fixed.
-            let page_size = r.pick(&[16, 1, 2, 4, 3]);
+            let page_size = r.pick(&[16, 1, 2, 4, 3, 0]);
             let pages = 1 + r.below(6);
             let max_pages = 1 + r.below(3);
             let tkv = if r.chance(224) {

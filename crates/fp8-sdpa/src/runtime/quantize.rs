@@ -72,6 +72,10 @@ pub fn plan(d: &TensorDesc, codes_len: usize, descales_len: usize) -> Result<Qua
     if pairs > 65535 {
         return bad("quantize handles at most 65535 (batch, head) pairs per call".into());
     }
+    // The launch passes every stride as an i64, a dim of extent 1's too.
+    if d.strides.iter().any(|&st| i64::try_from(st).is_err()) {
+        return Err(too_big());
+    }
     let narrow = |x: usize| i32::try_from(x).map_err(|_| too_big());
     Ok(QuantizePlan {
         dims: [narrow(b)?, narrow(s)?, narrow(h)?, narrow(dim)?],
@@ -118,7 +122,7 @@ pub fn quantize_e4m3(
     };
     let [bi, si, hi, di] = plan.dims;
     let (sb, ss, sh) = (
-        // Each stride times its extent fits the span checked above, so fits i64.
+        // plan() proved each stride fits an i64.
         d.strides[0] as i64,
         d.strides[1] as i64,
         d.strides[2] as i64,

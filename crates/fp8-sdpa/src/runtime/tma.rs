@@ -66,7 +66,10 @@ pub fn dims_and_strides(t: &TensorDesc) -> ([u64; 4], [u64; 3]) {
         match bytes {
             Some(b) if t.shape[i] > 1 => b,
             // Rounded up to 16 bytes, as short as TMA allows.
-            Some(b) => Some(b.div_ceil(16).max(1) * 16)
+            Some(b) => b
+                .div_ceil(16)
+                .max(1)
+                .checked_mul(16)
                 .filter(|&r| r < 1 << 40)
                 .unwrap_or(16),
             None => 16,

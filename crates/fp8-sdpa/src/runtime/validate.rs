@@ -238,6 +238,15 @@ fn check_layout(name: &str, t: &TensorDesc) -> Result<ByteRange> {
             t.shape, t.strides
         ));
     };
+    if end - start > i64::MAX as u64 {
+        return bad(format!(
+            "{name} with shape {:?} and strides {:?} spans {} bytes, past the kernels' 64-bit \
+             signed offsets",
+            t.shape,
+            t.strides,
+            end - start
+        ));
+    }
     if end - start > t.bytes as u64 {
         return bad(format!(
             "{name} with shape {:?} and strides {:?} spans {} bytes but its buffer holds {}",
@@ -699,6 +708,9 @@ pub fn check_page_table(
     page_size: usize,
     pages: usize,
 ) -> Result<usize> {
+    if page_size == 0 {
+        return bad("the caches' page size is 0; pages hold 1 or more tokens".into());
+    }
     let capacity = max_pages.saturating_mul(page_size);
     let mut longest = 0;
     for (b, &len) in seqlens.iter().enumerate() {
