@@ -224,7 +224,10 @@ impl Fp8KvCache {
     /// On CUDA this runs fp8-sdpa's paged decode kernels on candle's stream, reading the E4M3
     /// pages directly (built for few query rows per KV head; for a long prefill call
     /// [`crate::flash_attn`] on the fp16/bf16 K/V). On the CPU it runs the f32 reference over
-    /// the dequantized cache.
+    /// the dequantized cache. The CUDA call skips fp8-sdpa's read-back check of the block
+    /// table (the cache builds it); a table rewritten in place through
+    /// [`block_table`](Self::block_table) gives wrong output, but the kernel clamps every
+    /// entry to the pools' pages, so it never reads outside them.
     ///
     /// ```
     /// use candle_core::{DType, Device, Tensor};

@@ -16,6 +16,11 @@
 // O's d-tiles permuted to match (see s_step / pv_step). Their descales fold into the softmax
 // scale (K) and the epilogue (V).
 //
+// A paged call trusts neither its table nor its lengths (the host's check may be off): each
+// length is clamped to the table's capacity, so a sequence reads only slots [0, max_pages) of
+// its row, and each page index to [0, pages), so a bad entry reads some page of the pools
+// (wrong keys, never memory outside them).
+//
 // Variable-length batches (SDPA_VARLEN, a module of its own; runtime/varlen.rs, abi.cuh):
 // blockIdx.z is sequence b, whose queries are the packed tokens [cu_seqlens_q[b],
 // cu_seqlens_q[b + 1]) of Q and O and whose keys are the packed tokens [cu_seqlens_k[b],
@@ -75,7 +80,14 @@ struct DecodeParams {
     const int* seqlens_k;     // [batch] or null (every sequence has seq_kv keys)
     int max_pages, page_size; // paged: K/V's batch stride is the page stride
     int splits, split_keys;   // keys per split: a multiple of TILE_N
+    int pages;                // paged: pages in the K/V pools (>= 1), the clamp of every entry
 };
+
+// Sequence b's keys in a paged cache: seqlens_k[b] clamped to [0, max_pages * page_size], the
+// table's capacity (below 2^31: validated), so that no key indexes past the sequence's row.
+__device__ __forceinline__ int paged_keys(const DecodeParams& d, int b) {
+    return int(min(max(i64(d.seqlens_k[b]), i64(0)), i64(d.max_pages) * d.page_size));
+}
 
 // Issues one warp step's K and V copies (keys [key0, key0 + KW), zero-filled past `end`).
 // Paged K/V: the step's first key sits in table slot `slot0` at row `r0` of its page; each
@@ -99,7 +111,10 @@ __device__ __forceinline__ void load_step(const SdpaParams& p, const DecodeParam
                 r = r0 + row;
                 while (r >= d.page_size) r -= d.page_size, ++slot;
             }
-            const i64 page = d.block_table[i64(b) * d.max_pages + slot];
+            // slot < max_pages (keys < the clamped length). The entry is clamped to the pools'
+            // pages: as unsigned, a negative one is huge, so one min maps every bad entry to
+            // the last page.
+            const i64 page = min(u32(d.block_table[i64(b) * d.max_pages + slot]), u32(d.pages - 1));
             k_off = page * p.k_stride_b + r * p.k_stride_s;
             v_off = page * p.v_stride_b + r * p.v_stride_s;
         } else {
@@ -217,7 +232,7 @@ __device__ __forceinline__ int seq_view(SdpaParams& p, const DecodeParams& d, in
     p.q = reinterpret_cast<const T*>(p.q) + i64(q0) * p.q_stride_s;
     p.o = reinterpret_cast<OutT*>(p.o) + i64(q0) * p.o_stride_s;
     if (d.block_table) {
-        p.seq_kv = int(min(max(i64(d.seqlens_k[b]), i64(0)), i64(d.max_pages) * d.page_size));
+        p.seq_kv = paged_keys(d, b);
     } else {
         seq_span(p.cu_seqlens_k, b, p.total_k, k0, p.seq_kv);
         p.k = reinterpret_cast<const KvT*>(p.k) + i64(k0) * p.k_stride_s;
@@ -245,7 +260,7 @@ sdpa_decode(const __grid_constant__ SdpaParams p0, const __grid_constant__ Decod
     const int row_blocks = (rows + 15) / 16;
     const int split = blockIdx.x, hkv = blockIdx.y / row_blocks, row0 = (blockIdx.y % row_blocks) * 16;
     const int b = blockIdx.z;
-    const int n_keys = d.seqlens_k ? d.seqlens_k[b] : p.seq_kv;
+    const int n_keys = d.seqlens_k ? paged_keys(d, b) : p.seq_kv;  // seqlens_k: paged only
 #endif
     // begin + split_keys may pass INT_MAX near 2^31 keys: the end is clamped in 64 bits.
     const int begin = split * d.split_keys, end = int(min(i64(n_keys), i64(begin) + d.split_keys));

@@ -66,6 +66,9 @@ pub struct DecodeParams {
     pub page_size: i32,
     pub splits: i32,
     pub split_keys: i32,
+    /// Paged K/V: pages in the pools (their first dim, >= 1); the kernel clamps every block
+    /// table entry below it. 0 for contiguous K/V.
+    pub pages: i32,
 }
 
 // SAFETY: plain old data, laid out as the CUDA struct (test below).
@@ -94,11 +97,13 @@ mod tests {
 
     #[test]
     fn decode_layout_matches_the_cuda_struct() {
-        // 4 pointers + 4 ints.
-        assert_eq!(std::mem::size_of::<DecodeParams>(), 48);
+        // 4 pointers + 5 ints = 52 bytes, padded to 56 (8-byte alignment).
+        assert_eq!(std::mem::size_of::<DecodeParams>(), 56);
+        assert_eq!(std::mem::align_of::<DecodeParams>(), 8);
         let p = DecodeParams::default();
         let base = &p as *const _ as usize;
         assert_eq!(&p.max_pages as *const _ as usize - base, 32);
         assert_eq!(&p.split_keys as *const _ as usize - base, 44);
+        assert_eq!(&p.pages as *const _ as usize - base, 48);
     }
 }

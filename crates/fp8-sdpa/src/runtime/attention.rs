@@ -64,6 +64,13 @@ pub struct CallOptions {
     /// On by default; benchmarks turn it off after a first checked call. Paged calls read
     /// their block table and lengths back with it, varlen calls their offsets
     /// ([`Device::attention_varlen`]).
+    ///
+    /// Off, the call trusts those values for correctness but not for memory safety: a bad
+    /// descale scales the output wrongly; varlen offsets are clamped to the packed tensors; a
+    /// paged length is clamped to `0..=max_pages * page_size` and every block-table entry the
+    /// kernel uses to `0..pages` (an entry outside it reads the pools' last page). So bad
+    /// values give wrong numbers, never a read or write outside the tensors, the table or the
+    /// offset arrays.
     pub check_descales: bool,
     /// SMs to leave to kernels running beside this call on other streams, such as NCCL's
     /// transfers in [`crate::cp`]. A persistent kernel's blocks walk a fixed list of tiles, so

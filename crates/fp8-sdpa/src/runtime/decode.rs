@@ -5,6 +5,7 @@
 use super::abi::{DecodeParams, SdpaParams};
 use super::attention::Launched;
 use super::device::LoadedKernel;
+use super::validate::{CallDesc, PagedDesc};
 use crate::error::{Error, Result};
 use crate::kernels::{geometry, DECODE_MERGE_ENTRY};
 use crate::problem::AttnShape;
@@ -12,8 +13,10 @@ use crate::variant::KernelSpec;
 use cudarc::driver::{result, sys, CudaStream, LaunchConfig, PushKernelArg};
 
 /// Paged K/V as the kernel addresses it: device pointers of the block table and the
-/// per-sequence key counts, and the table's geometry.
-#[derive(Debug, Clone, Copy)]
+/// per-sequence key counts, the table's geometry and the pools' page count. The kernel reads
+/// both arrays unchecked when the caller skipped the host's check, so it clamps with these:
+/// every length to `max_pages * page_size` and every table entry into `0..pages`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PagedArgs {
     /// i32 `[batch, max_pages]`.
     pub block_table: u64,
@@ -21,6 +24,31 @@ pub(crate) struct PagedArgs {
     pub seqlens_k: u64,
     pub max_pages: i32,
     pub page_size: i32,
+    /// Pages in the K/V pools: their first dim, whose `pages * page_size` rows validation
+    /// proved lie in both buffers.
+    pub pages: i32,
+}
+
+impl PagedArgs {
+    /// The kernel's view of a validated paged call (`call.k`, `call.v` the pools
+    /// `[pages, page_size, heads_kv, dim]`, equal shapes).
+    pub(crate) fn of(call: &CallDesc, paged: &PagedDesc) -> Result<PagedArgs> {
+        let [pages, page_size, ..] = call.k.shape;
+        let int = |what: &str, n: usize| {
+            i32::try_from(n).map_err(|_| {
+                Error::InvalidInput(format!(
+                    "the paged cache's {what} ({n}) exceeds 2^31 - 1; split the cache"
+                ))
+            })
+        };
+        Ok(PagedArgs {
+            block_table: paged.block_table.0,
+            seqlens_k: paged.seqlens_k.0,
+            max_pages: int("max_pages", paged.max_pages)?,
+            page_size: int("page size", page_size)?,
+            pages: int("page count", pages)?,
+        })
+    }
 }
 
 /// Scratch memory from the stream's pool, freed in stream order (after the kernels that
@@ -102,6 +130,7 @@ pub(crate) fn launch(
         seqlens_k: paged.map_or(0, |p| p.seqlens_k),
         max_pages: paged.map_or(0, |p| p.max_pages),
         page_size: paged.map_or(0, |p| p.page_size),
+        pages: paged.map_or(0, |p| p.pages),
         splits: split.splits as i32,
         split_keys: split.split_keys as i32,
     };
@@ -140,4 +169,67 @@ pub(crate) fn launch(
         block: spec.variant.threads(),
         smem: spec.dynamic_smem_bytes(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::problem::AttnParams;
+    use crate::runtime::tensor::TensorDesc;
+    use crate::runtime::validate::validate_paged;
+
+    /// A contiguous fp16 tensor of `shape`.
+    fn pool(ptr: u64, shape: [usize; 4]) -> TensorDesc {
+        let [_, s, h, d] = shape;
+        TensorDesc {
+            ptr,
+            bytes: shape.iter().product::<usize>() * 2,
+            dtype: DType::F16,
+            shape,
+            strides: [s * h * d, h * d, d, 1],
+        }
+    }
+
+    #[test]
+    fn paged_args_carry_the_pools_page_count() {
+        // 3 sequences of 5 pages each over a pool of 37 pages of 64 tokens: the kernel's
+        // clamp bound is the pools' first dim, not the batch or the table's width.
+        let (pages, page_size, max_pages, batch) = (37, 64, 5, 3);
+        let kv = [pages, page_size, 8, 128];
+        let q = [batch, 1, 32, 128];
+        let call = CallDesc {
+            q: pool(0x1000, q),
+            k: pool(0x10_0000, kv),
+            v: pool(0x100_0000, kv),
+            o: pool(0x1000_0000, q),
+            lse: None,
+            descales: [None; 3],
+            params: AttnParams::default_for(128, false),
+        };
+        let paged = PagedDesc {
+            block_table: (0x2000_0000, batch * max_pages),
+            max_pages,
+            seqlens_k: (0x3000_0000, batch),
+        };
+        validate_paged(&call, &paged).unwrap();
+        let a = PagedArgs::of(&call, &paged).unwrap();
+        assert_eq!(
+            a,
+            PagedArgs {
+                block_table: 0x2000_0000,
+                seqlens_k: 0x3000_0000,
+                max_pages: 5,
+                page_size: 64,
+                pages: 37,
+            }
+        );
+        // A count past i32 is a typed error (validation rejects such pools first).
+        let mut huge = call;
+        huge.k.shape[0] = 1 << 31;
+        assert!(matches!(
+            PagedArgs::of(&huge, &paged),
+            Err(Error::InvalidInput(m)) if m.contains("page count")
+        ));
+    }
 }

@@ -66,7 +66,7 @@ pub struct PagedKv<'a> {
     /// Value pages, shaped like the key pages.
     pub v_cache: TensorRef<'a>,
     /// i32 `[batch, max_pages]`: sequence b's key j is in page `block_table[b][j / page_size]`
-    /// at row `j % page_size`.
+    /// at row `j % page_size`. Entries past a sequence's pages do not affect its result.
     pub block_table: IdxRef<'a>,
     /// Pages per sequence in the block table.
     pub max_pages: usize,
@@ -287,9 +287,13 @@ impl Device {
     /// the offsets start at 0, never decrease, end at Q's token count, and no sequence has
     /// more than `max_seqlen_q` queries; every length fits the table and every page a sequence
     /// uses is a page of the caches; each mistake is an [`Error::InvalidInput`] naming the
-    /// entry. With the check off, the kernel clamps the offsets to the packed Q and O and each
-    /// length to the table's capacity (the table's entries themselves are trusted, as in
-    /// [`Device::paged_attention`]).
+    /// entry.
+    ///
+    /// With the check off the call trusts those values for its numbers only: the kernel
+    /// clamps the offsets to the packed Q and O, each length to `0..=max_pages * page_size`
+    /// (so a sequence reads only its own row of the table), and each table entry it uses to
+    /// `0..pages` of the caches (an entry outside that range reads the last page). A bad
+    /// value gives wrong output but never reads or writes outside the tensors and arrays.
     pub fn paged_attention_varlen(
         &self,
         stream: &CudaStream,
@@ -331,20 +335,23 @@ impl Device {
             [&None, &a.k_descale, &a.v_descale],
             variant,
             &vl,
-            Some(PagedArgs {
-                block_table: paged.block_table.0,
-                seqlens_k: paged.seqlens_k.0,
-                max_pages: paged.max_pages as i32,
-                page_size: page_size as i32,
-            }),
+            Some(PagedArgs::of(&call, &paged)?),
             opts.usable_sms(self.info().sm_count),
         )
     }
 
     /// Validates `a`, then launches the decode family over the paged cache on `stream`.
     /// With `opts.check_descales` (the default) the descales, the block table and the
-    /// sequence lengths are read back and checked first (a stream synchronization); turn it
-    /// off in a serving loop once the cache's bookkeeping is trusted.
+    /// sequence lengths are read back and checked first (a stream synchronization): every
+    /// length within `0..=max_pages * page_size`, every page a sequence uses within
+    /// `0..pages`, each mistake an [`Error::InvalidInput`] naming the entry. Turn it off in a
+    /// serving loop once the cache's bookkeeping is trusted.
+    ///
+    /// With the check off the call trusts those values for its numbers only: the kernel
+    /// clamps each length to `0..=max_pages * page_size` (so a sequence reads only its own
+    /// row of the table; entries past its length are never used) and each table entry it
+    /// uses to `0..pages` (an entry outside that range reads the caches' last page). A bad
+    /// table or length gives wrong output but never reads outside the caches or the table.
     pub fn paged_attention(
         &self,
         stream: &CudaStream,
@@ -396,12 +403,7 @@ impl Device {
             &spec,
             &v.shape,
             &params,
-            Some(PagedArgs {
-                block_table: paged.block_table.0,
-                seqlens_k: paged.seqlens_k.0,
-                max_pages: paged.max_pages as i32,
-                page_size: page_size as i32,
-            }),
+            Some(PagedArgs::of(&call, &paged)?),
             self.info().sm_count,
         )
     }
