@@ -68,6 +68,18 @@ fn dense_defaults(dev: &Device) -> BTreeMap<String, KernelSpec> {
     out
 }
 
+/// `SDPA_SHARD=i/n` runs every n-th spec from the i-th (sanitizer runs split over processes).
+fn shard() -> (usize, usize) {
+    std::env::var("SDPA_SHARD")
+        .ok()
+        .and_then(|s| {
+            let (i, n) = s.split_once('/')?;
+            Some((i.parse().ok()?, n.parse().ok()?))
+        })
+        .filter(|&(i, n)| n > 0 && i < n)
+        .unwrap_or((0, 1))
+}
+
 fn params(d: usize, causal: bool) -> AttnParams {
     AttnParams::default_for(d, causal)
 }
@@ -152,7 +164,9 @@ fn shipped_defaults_on_a_small_and_a_ragged_shape() {
     let arch = dev.info().arch;
     let specs = dense_defaults(&dev);
     assert!(!specs.is_empty());
-    for (i, (key, spec)) in specs.iter().enumerate() {
+    let (part, parts) = shard();
+    let mine = |i: usize| i % parts == part;
+    for (i, (key, spec)) in specs.iter().enumerate().filter(|(i, _)| mine(*i)) {
         let d = spec.head_dim as usize;
         let (small, ragged) = if spec.variant.family == Family::Decode {
             (
@@ -169,7 +183,8 @@ fn shipped_defaults_on_a_small_and_a_ragged_shape() {
         dense(&dev, spec, small, i as u64);
         dense(&dev, spec, ragged, 1000 + i as u64);
     }
-    let mut n = specs.len();
+    let mut n = (0..specs.len()).filter(|&i| mine(i)).count();
+    let mut k = 0usize;
     // Varlen and paged defaults: prefill-shaped and decode-shaped batches, one sequence
     // without keys in the ragged one.
     let prefill: [&[(usize, usize)]; 2] = [&[(64, 128)], &[(77, 203), (1, 0), (130, 130)]];
@@ -184,6 +199,10 @@ fn shipped_defaults_on_a_small_and_a_ragged_shape() {
                     head_dim: d as u32,
                     causal,
                 };
+                k += 1;
+                if !mine(k) {
+                    continue;
+                }
                 if spec.validate(arch).is_ok() {
                     eprintln!("varlen {}", spec.key());
                     for lens in prefill {
@@ -204,5 +223,5 @@ fn shipped_defaults_on_a_small_and_a_ragged_shape() {
             }
         }
     }
-    eprintln!("{n} default specs ran clean on both shapes");
+    eprintln!("{n} default specs (shard {part}/{parts}) ran clean on both shapes");
 }
