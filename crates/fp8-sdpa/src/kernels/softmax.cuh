@@ -131,8 +131,9 @@ __device__ __forceinline__ void nf_fix(float& o, float c) {
     if (n & 31) o += SDPA_INF;
     if (n >> 5) o -= SDPA_INF;
 }
-// A compile-time flag as a value, for generic lambdas that take one pass or another.
+// Compile-time values as arguments, for generic lambdas (which pass, which fragments).
 template <bool B> struct Bool { static constexpr bool value = B; };
+template <int N> struct Int { static constexpr int value = N; };
 // 1 (in T) in each half of an A-fragment word whose flag is set: the visibility mask's
 // fragments (lo: the word's low half).
 template <typename T> __device__ __forceinline__ u32 ones2(bool lo, bool hi) {
