@@ -181,36 +181,38 @@ fn variant(key: &str) -> KernelChoice {
 #[test]
 #[ignore = "needs a GPU"]
 fn portable_16bit_keeps_nonfinite_v_to_the_rows_that_attend_it() {
-    run_family(
-        &[Precision::F16, Precision::Bf16],
-        variant("portable.m128.n64.w4.s2.b2.ctelx"),
-        Family::Portable,
-        &[64, 128],
-    );
+    let p16 = [Precision::F16, Precision::Bf16];
+    let portable = |key: &str, precisions: &[Precision], d: usize| {
+        run_family(precisions, variant(key), Family::Portable, &[d]);
+    };
+    portable("portable.m128.n64.w4.s2.b2.ctelx", &p16, 64);
+    portable("portable.m64.n64.w4.s2.b2.ctelx", &p16, 128);
     // The seeds' scalar P·V (no tensor-core P·V).
-    run_family(
-        &[Precision::F16],
-        variant("portable.m64.n32.w4.s1.b1.c"),
-        Family::Portable,
-        &[64],
-    );
+    portable("portable.m64.n32.w4.s1.b1.c", &[Precision::F16], 64);
 }
 
 #[test]
 #[ignore = "needs a GPU"]
 fn portable_fp8_kv_keeps_nonfinite_v_to_the_rows_that_attend_it() {
-    // Fragment decode, then the staged decodes (pipelined, decoupled).
+    // Fragment decode, then the staged decodes (pipelined and decoupled, with paired rows).
+    let kv8 = [Precision::Fp8KvF16, Precision::Fp8KvBf16];
     run_family(
-        &[Precision::Fp8KvF16, Precision::Fp8KvBf16],
+        &kv8,
         variant("portable.m128.n64.w4.s2.b2.ctfhelx"),
         Family::Portable,
         &[128],
     );
     run_family(
-        &[Precision::Fp8KvF16],
+        &kv8,
         variant("portable.m256.n128.w8.s3.b1.cthedx"),
         Family::Portable,
-        &[64, 128],
+        &[64],
+    );
+    run_family(
+        &kv8,
+        variant("portable.m256.n128.w8.s3.b1.cthpedx"),
+        Family::Portable,
+        &[64],
     );
 }
 
@@ -428,5 +430,135 @@ fn paged_decode_ignores_nan_past_each_sequence_end() {
         );
         let v = judge(p, &got, &want, None, false, true).unwrap();
         assert!(v.failures.is_empty(), "{p:?} page {page}: {:?}", v.failures);
+    }
+}
+
+/// Variable-length batches: NaN or Inf in V at key `key` of sequence 1 (kv head 1) reaches
+/// only sequence 1's rows that attend it; sequences 0 and 2 (whose neighbouring packed keys
+/// hold it) and sequence 1's rows before it under causal match the float64 reference.
+fn check_varlen(
+    dev: &Device,
+    precision: Precision,
+    lens: &[(usize, usize)],
+    d: usize,
+    key: usize,
+    kernel: KernelChoice,
+    family: Family,
+) {
+    use fp8_sdpa::cases::{HostVarlenCase, VarlenCaseSpec};
+    use fp8_sdpa::harness::DeviceVarlenCase;
+    use fp8_sdpa::VarlenShape;
+    let (hq, hk) = (4usize, 2usize);
+    for causal in [false, true] {
+        for what in [Poison::Nan, Poison::Inf] {
+            let Some(bytes) = poison_bytes(precision.kv(), what) else {
+                continue;
+            };
+            let mut host = HostVarlenCase::build(VarlenCaseSpec {
+                shape: VarlenShape::from_lens(lens, hq, hk, d),
+                precision,
+                causal,
+                dist: Distribution::Normal,
+                seed: 31,
+                per_sequence_descales: false,
+            })
+            .unwrap();
+            let (cq, ck) = (
+                host.spec.shape.cu_seqlens_q.clone(),
+                host.spec.shape.cu_seqlens_k.clone(),
+            );
+            let es = bytes.len();
+            let at = ((ck[1] + key) * hk + 1) * d * es;
+            for x in host.enc[2].bytes[at..at + d * es].chunks_mut(es) {
+                x.copy_from_slice(&bytes);
+            }
+            let stream = dev.new_stream().unwrap();
+            let params = AttnParams::default_for(d, causal);
+            let mut want = host.reference_dequantized(params.scale as f64).unwrap();
+            let mut dc = DeviceVarlenCase::upload(&stream, &host).unwrap();
+            let opts = CallOptions {
+                kernel,
+                ..CallOptions::default()
+            };
+            let mut got = dc.run(dev, &stream, &host, params, opts).unwrap();
+            let spec = got.launched.spec;
+            let label = format!(
+                "{} {precision:?} {lens:?} causal {causal} {what:?}",
+                spec.key()
+            );
+            assert_eq!(spec.variant.family, family, "{label}");
+            let mut attending = 0;
+            for b in 0..lens.len() {
+                let (nq, nk) = (cq[b + 1] - cq[b], ck[b + 1] - ck[b]);
+                for s in 0..nq {
+                    let last = s as i64 + nk as i64 - nq as i64;
+                    for h in 0..hq {
+                        let o = ((cq[b] + s) * hq + h) * d;
+                        let row = &mut got.o[o..o + d];
+                        if b == 1 && h / (hq / hk) == 1 && (!causal || key as i64 <= last) {
+                            assert!(
+                                row.iter().all(|x| !x.is_finite()),
+                                "{label}: seq 1 row {s} head {h}: {row:?}"
+                            );
+                            row.fill(0.0);
+                            want.o[o..o + d].fill(0.0);
+                            attending += 1;
+                        }
+                    }
+                }
+            }
+            assert!(
+                attending > 0,
+                "{label}: the case must have rows that attend the key"
+            );
+            let unchanged = dc.inputs_unchanged(&stream, &host).unwrap();
+            let v = judge(precision, &got, &want, None, false, unchanged).unwrap();
+            assert!(v.failures.is_empty(), "{label}: {:?}", v.failures);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU (sm_90a for the Hopper family)"]
+fn varlen_keeps_nonfinite_v_to_the_rows_that_attend_it() {
+    let dev = device();
+    // Prefill-shaped (key 5 of sequence 1: causal rows before it, and the sequences around it).
+    let lens = [(70, 90), (50, 40), (33, 60)];
+    for p in [Precision::F16, Precision::Bf16] {
+        check_varlen(
+            &dev,
+            p,
+            &lens,
+            64,
+            5,
+            variant("portable.m128.n64.w4.s2.b2.ctelx"),
+            Family::Portable,
+        );
+    }
+    // Decode-shaped: a few queries per sequence.
+    let lens = [(3, 90), (5, 40), (1, 60)];
+    for p in [Precision::F16, Precision::Fp8KvF16] {
+        check_varlen(
+            &dev,
+            p,
+            &lens,
+            128,
+            37,
+            variant("decode.m16.n64.w4.s3.b2.cex"),
+            Family::Decode,
+        );
+    }
+    // Hopper: TMA reads a sequence's neighbours' keys past its end, which must add nothing.
+    let lens = [(70, 90), (50, 40), (33, 60)];
+    for p in [Precision::F16, Precision::Fp8KvF16] {
+        check_varlen(
+            &dev,
+            p,
+            &lens,
+            128,
+            5,
+            variant("hopper.m128.n128.w12.s2.b1.w4oex"),
+            Family::Hopper,
+        );
     }
 }
