@@ -1,6 +1,0 @@
-#!/bin/bash
-# Round 25, run 131: waits for run 130's repro and packs its artifacts into $OUT.
-while [ ! -f /tmp/repro/done ]; do sleep 5; done
-cat /tmp/repro/done; grep -E "Elapsed|Maximum resident" /tmp/repro/repro.log
-tar czf $OUT/repro.tgz -C /tmp/repro art repro.log
-tail -30 /tmp/repro/repro.log
