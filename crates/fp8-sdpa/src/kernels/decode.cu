@@ -214,67 +214,6 @@ __device__ __forceinline__ void pv_step16(float (&o)[D / 8][4], const float (&s)
     }
 }
 
-// O += P.V over one warp step that masks keys for some rows and whose V holds a non-finite
-// element among them (softmax.cuh): the same fragments as pv_step8 / pv_step16, read twice:
-// P's mma over V's finite part, then the non-finite part added only to the rows that see it.
-// Row r of this lane (g + 8r) sees keys below limit[r].
-template <bool CODES>
-__device__ __forceinline__ void pv_pass_exact(float (&o)[D / 8][4], const u32 (&a)[4], u32 v_tile,
-                                              const LaneAddr<Tile>& v_addr, int lane, int kk) {
-    auto mma = [&](float (&acc)[4], u32 b0, u32 b1) {
-        if constexpr (CODES) mma_codes<T, Mma<T>>(acc, a, b0, b1);
-        else mma_finite<T, Mma<T>>(acc, a, b0, b1);
-    };
-    if constexpr (KV8) {
-        const int sw = Tile8b::swz(lane & 7);
-        const int row = (lane & 7) + 8 * ((lane >> 3) & 1), c = (lane >> 4) ^ sw;
-#pragma unroll
-        for (int cc = 0; cc < D / 32; ++cc) {
-            u32 w[4];
-            ldmatrix_x4_trans(w, v_tile + u32((16 * kk + row) * D + ((c ^ (2 * cc)) << 4)));
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                u32 e0, o0, e1, o1;
-                decode4(prmt(w[2 * h], 0u, 0x3120u), e0, o0);
-                decode4(prmt(w[2 * h + 1], 0u, 0x3120u), e1, o1);
-                const int ch = 2 * cc + h;
-                mma(o[2 * ch], e0, e1);
-                mma(o[2 * ch + 1], o0, o1);
-            }
-        }
-    } else {
-#pragma unroll
-        for (int j = 0; j < D / 16; ++j) {
-            u32 vb[4];
-            ldmatrix_x4_trans(vb, v_addr.at(v_tile, 16 * kk, 2 * j));
-            mma(o[2 * j], vb[0], vb[1]);
-            mma(o[2 * j + 1], vb[2], vb[3]);
-        }
-    }
-}
-__device__ __forceinline__ void pv_step_exact(float (&o)[D / 8][4], const float (&s)[KW / 8][4], u32 v_tile,
-                                              const LaneAddr<Tile>& v_addr, int lane, int key0,
-                                              const int (&limit)[2]) {
-#pragma unroll
-    for (int kk = 0; kk < KW / 16; ++kk) {
-        u32 pa[4];
-        acc_to_a<T>(pa, s[2 * kk], s[2 * kk + 1]);
-        pv_pass_exact<false>(o, pa, v_tile, v_addr, lane, kk);
-    }
-    // A-fragment word i: row g + 8(i & 1), keys 2t, 2t + 1 (+ 8 for i >= 2) of the k16 block.
-    const int rel = key0 + 2 * (lane % 4);
-#pragma unroll 1
-    for (int kk = 0; kk < KW / 16; ++kk) {
-        u32 ma[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int k = rel + 16 * kk + 8 * (i >> 1), lim = limit[i & 1];
-            ma[i] = ones2<T>(k < lim, k + 1 < lim);
-        }
-        pv_pass_exact<true>(o, ma, v_tile, v_addr, lane, kk);
-    }
-}
-
 // Q column of A-fragment register i (row g or g + 8 by i & 1) in k16 block kk for lane t4:
 // 16-bit K/V take the mma's order; 8-bit K/V the fragment decode's (see s_step8).
 __device__ __forceinline__ int q_col(int kk, int i, int t4) {
@@ -358,18 +297,6 @@ sdpa_decode(const __grid_constant__ SdpaParams p0, const __grid_constant__ Decod
         limit[r] = min(limit[r], pos[r] + n_keys - p.seq_q + 1);  // bottom-right
 #endif
     }
-#if SDPA_CAUSAL
-    // The first key that some real row of the CTA masks: keys [lo, end) are masked for some
-    // rows and read (past `end` the ring is zero-filled), so a step holding any of them checks
-    // V for non-finite values (pv_step_exact). Decode with one query per sequence has none.
-    int lo = end;
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-        if (row0 + g + 8 * r < rows) lo = min(lo, limit[r]);
-    lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, 4));
-    lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, 8));
-    lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, 16));
-#endif
 
     // Q as m16n8k16 A fragments, straight from global (read once per CTA).
     u32 qa[D / 16][4];
@@ -451,14 +378,7 @@ sdpa_decode(const __grid_constant__ SdpaParams p0, const __grid_constant__ Decod
 #pragma unroll
             for (int e = 0; e < 4; ++e) o[j][e] *= alpha[e >> 1];
 
-        // O += P.V: P's accumulators are the A fragments of KW / 16 k16 steps. A step with a
-        // mask edge whose masked keys' V holds a non-finite value takes the exact form.
-#if SDPA_CAUSAL
-        if (key0 + KW > lo && key0 < end &&
-            rows_nonfinite<KvT, RAW_ROW, RAW_ROW>(v_tile, max(lo - key0, 0), min(end - key0, KW), lane))
-            pv_step_exact(o, s, v_tile, v_addr, lane, key0, limit);
-        else
-#endif
+        // O += P.V: P's accumulators are the A fragments of KW / 16 k16 steps.
         if constexpr (KV8) pv_step8(o, s, v_tile, lane);
         else pv_step16(o, s, v_tile, v_addr);
         __syncwarp();  // every lane is done with the slot before it is refilled

@@ -134,10 +134,6 @@ typedef Pick<KV8, half_t, c_t>::type pv_t;
 // which cost runs 89-90 8-12 %): 8-bit Q and E4M3 K are exact in f16; a bf16 Q is stored as
 // f16 at a per-row power of two (ROWSC), folded back into the softmax's scale.
 typedef Pick<FRAG, half_t, c_t>::type qk_t;
-// The element type of the V rows a step reads (the 8-bit ring under fragment decode, the
-// staging tile under staged decode, else the ring), and their data bytes per row: what the
-// causal edge steps scan for non-finite values (compute_tile).
-typedef Pick<STAGED, pv_t, kv_t>::type vs_t;
 constexpr bool ROWSC = FRAG && !Q8 && Same<q_t, bf16_t>::value;
 // Pipelined decode (staged, >= 2 stages, D <= 128): tile j + 1 is decoded into the other of
 // two staging buffers right after tile j's barrier, inside tile j's softmax: one barrier per
@@ -831,27 +827,6 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
 #pragma unroll
             for (int e = 0; e < 4; ++e) s[mi][nt][e] = 0.f;
 
-    // ---- exact P·V where the mask edge meets non-finite V (softmax.cuh) ----
-    // Under causal, keys from `lo` on are masked for some of the warp's rows (its first
-    // computed row's limit; rows past seq_q see more, not less), and a masked p = 0 times a
-    // non-finite V is NaN. Keys past seq_kv were zero-filled and are finite. So an edge step
-    // whose V rows [lo, seq_kv) hold a non-finite value keeps them out of P's mma and adds
-    // them only to the rows that see them; every other step is unchanged. The scan runs before
-    // S, where the score registers are free (the most loaded tiles spilled with it after the
-    // softmax), except under the split decode, whose V is decoded inside the softmax.
-    bool exact = false;
-    const auto scan_v = [&]() {
-        if constexpr (CAUSAL) {
-            if (masked) {
-                const int lo = row_w + frag_off(warp, MI0) + p.seq_kv - p.seq_q + 1;
-                const int r0 = max(lo - k0, 0), r1 = min(p.seq_kv - k0, CN);
-                constexpr int VROW = FRAG ? D : 2 * D;  // data bytes per V row
-                exact = r0 < r1 && rows_nonfinite<vs_t, VROW, KV_ROW>(sv, r0, r1, lane);
-            }
-        }
-    };
-    if constexpr (!SPLIT_DECODE) scan_v();
-
     // ---- S = Q·Kᵀ (unscaled) ----
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -936,80 +911,9 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
     }
     step_sync();
     hk.pre();
-    if constexpr (SPLIT_DECODE) scan_v();
 
     // ---- O += P·V ----
-    if (TC_PV && exact) {
-        // Two passes over V's fragments (softmax.cuh): P's mma over V's finite part, then the
-        // non-finite part, added only to the rows that see it.
-        // Fragments mi0 .. mi1 - 1 (compile-time bounds: `codes` and the range are types).
-        const auto pass = [&](auto codes, auto mi0, auto mi1, const u32(&a)[R][4], int kc) {
-            constexpr int M0 = decltype(mi0)::value, M1 = decltype(mi1)::value;
-            const auto mma = [&](float(&acc)[4], const u32(&am)[4], u32 b0, u32 b1) {
-                if constexpr (decltype(codes)::value) mma_codes<pv_t, Mma<pv_t>>(acc, am, b0, b1);
-                else mma_finite<pv_t, Mma<pv_t>>(acc, am, b0, b1);
-            };
-            if constexpr (FRAG) {
-#pragma unroll
-                for (int dq = 0; dq < D / 32; ++dq) {
-                    u32 vr[4];
-                    ldmatrix_x4_trans(vr, ad.v8.at(sv, 16 * kc, 2 * dq));
-#pragma unroll
-                    for (int c = 0; c < 2; ++c) {
-                        u32 e0, o0, e1, o1;
-                        frag_decode(prmt(vr[2 * c], 0u, 0x3120u), e0, o0);
-                        frag_decode(prmt(vr[2 * c + 1], 0u, 0x3120u), e1, o1);
-#pragma unroll
-                        for (int mi = M0; mi < M1; ++mi) {
-                            mma(ws.o[mi][4 * dq + 2 * c], a[mi], e0, e1);
-                            mma(ws.o[mi][4 * dq + 2 * c + 1], a[mi], o0, o1);
-                        }
-                    }
-                }
-            } else {
-#pragma unroll
-                for (int dp = 0; dp < D / 16; ++dp) {
-                    u32 vb[4];
-                    ldmatrix_x4_trans(vb, ad.a.at(sv, 16 * kc, 2 * dp));
-#pragma unroll
-                    for (int mi = M0; mi < M1; ++mi) {
-                        mma(ws.o[mi][2 * dp], a[mi], vb[0], vb[1]);
-                        mma(ws.o[mi][2 * dp + 1], a[mi], vb[2], vb[3]);
-                    }
-                }
-            }
-        };
-#pragma unroll
-        for (int kc = 0; kc < CN / 16; ++kc) {
-            const auto held = hk.pv_load(kc);
-            u32 pa[R][4];
-#pragma unroll
-            for (int mi = MI0; mi < R; ++mi) acc_to_a<pv_t>(pa[mi], s[mi][2 * kc], s[mi][2 * kc + 1]);
-            if constexpr (MI0 == 0) pass(Bool<false>{}, Int<0>{}, Int<1>{}, pa, kc);
-            if constexpr (R == 2) pass(Bool<false>{}, Int<1>{}, Int<2>{}, pa, kc);
-            hk.pv_store(kc, held);
-        }
-        // The non-finite part one fragment at a time (V read again per fragment), so that it
-        // needs four mask registers beside O rather than 4R.
-        const auto codes_of = [&](auto mi) {
-            constexpr int MI = decltype(mi)::value;
-#pragma unroll 1
-            for (int kc = 0; kc < CN / 16; ++kc) {
-                // A-fragment word i: row g + 8(i & 1), keys 2t, 2t + 1 (+ 8 for i >= 2) of
-                // block kc; visible iff key <= row + seq_kv - seq_q.
-                u32 ma[R][4];
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int lim = row_w + frag_off(warp, MI) + g + 8 * (i & 1) + p.seq_kv - p.seq_q;
-                    const int k = k0 + 16 * kc + 2 * t + 8 * (i >> 1);
-                    ma[MI][i] = ones2<pv_t>(k <= lim, k + 1 <= lim);
-                }
-                pass(Bool<true>{}, Int<MI>{}, Int<MI + 1>{}, ma, kc);
-            }
-        };
-        if constexpr (MI0 == 0) codes_of(Int<0>{});
-        if constexpr (R == 2) codes_of(Int<1>{});
-    } else if constexpr (TC_PV) {
+    if constexpr (TC_PV) {
         // P's A fragment for keys 16kc..16kc+15 is the C fragments of n-tiles 2kc, 2kc+1.
 #pragma unroll
         for (int kc = 0; kc < CN / 16; ++kc) {
@@ -1074,14 +978,6 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
             for (int mi = 0; mi < R; ++mi)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) pr[mi][h] = lds_f32(sp + u32(((16 * mi + g + 8 * h) * P_ROW + n) * 4));
-            // In an exact step (see above) a key a row masks adds nothing to it: p = 0 is
-            // dropped rather than multiplied (0 * NaN is NaN).
-            bool use[R][2];
-#pragma unroll
-            for (int mi = 0; mi < R; ++mi)
-#pragma unroll
-                for (int h = 0; h < 2; ++h)
-                    use[mi][h] = !exact || k0 + n <= row_w + frag_off(warp, mi) + g + 8 * h + p.seq_kv - p.seq_q;
 #pragma unroll
             for (int dt = 0; dt < D / 8; ++dt) {
                 // V[n][8dt + 2t .. +1]: chunk dt of row n, byte 4t within it.
@@ -1091,7 +987,6 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
                 for (int mi = 0; mi < R; ++mi)
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
-                        if (!use[mi][h]) continue;
                         ws.o[mi][dt][2 * h] = fmaf(pr[mi][h], v0, ws.o[mi][dt][2 * h]);
                         ws.o[mi][dt][2 * h + 1] = fmaf(pr[mi][h], v1, ws.o[mi][dt][2 * h + 1]);
                     }
