@@ -55,3 +55,6 @@ pub fn choose_paged(
         )),
     }
 }
+
+#[cfg(test)]
+mod fixture;
