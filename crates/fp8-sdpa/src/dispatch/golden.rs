@@ -187,6 +187,9 @@ fn class_lines(arch: Arch, p: Precision) -> Vec<String> {
     out
 }
 
+/// The (arch, precision) pairs whose lines are equal, and the lines.
+type Group = (Vec<(Arch, Precision)>, Vec<String>);
+
 /// Groups (arch, precision) pairs whose lines are equal, under one heading each.
 fn section(
     out: &mut String,
@@ -195,7 +198,7 @@ fn section(
     header: &str,
     lines: fn(Arch, Precision) -> Vec<String>,
 ) {
-    let mut groups: Vec<(Vec<(Arch, Precision)>, Vec<String>)> = Vec::new();
+    let mut groups: Vec<Group> = Vec::new();
     for a in Arch::ALL {
         for p in Precision::ALL {
             let l = lines(a, p);

@@ -1,5 +1,5 @@
 //! The rule table. First match wins; the last rule takes every call. Conditions read the
-//! [`Call`]; picks name registered variants (kernels/registry.rs). Each `why` is one line
+//! [`super::Call`]; picks name registered variants (kernels/registry.rs). Each `why` is one line
 //! and a pointer into docs/perf-notes.md (section titles without their round and run
 //! numbers), where the measurements are.
 
