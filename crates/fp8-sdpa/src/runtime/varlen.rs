@@ -22,8 +22,8 @@
 //!   sequence's last row into the next). At D256 and in full FP8 their varlen mode spills a few
 //!   registers (the sequence bounds), so they run varlen batches there only when chosen;
 //! - the portable family (`mma.sync`, sm_80 and up), for every other call: dispatch takes its
-//!   non-persistent default for the class
-//!   ([`crate::kernels::registry::varlen_default`]; tuned tables are not consulted).
+//!   non-persistent default for the class (the varlen rules of [`crate::dispatch::RULES`];
+//!   tuned tables are not consulted).
 //!
 //! An explicit variant of another family, or one of the portable family's persistent
 //! decoupled-sync "stream" variants, is an [`Error::Unsupported`]. `sdpa-lab check` gates the
@@ -74,8 +74,9 @@ use super::attention::{
 use super::device::Device;
 use super::tensor::{check_streams, IdxRef, StreamId, TensorMut, TensorRef, VecMut};
 use super::validate::{check_cu_seqlens, validate_varlen, CallDesc, VarlenDesc};
+use crate::dispatch;
 use crate::error::{Error, Result};
-use crate::kernels::{geometry, registry};
+use crate::kernels::geometry;
 use crate::problem::AttnParams;
 use crate::variant::{Family, KernelSpec, Variant};
 use cudarc::driver::CudaStream;
@@ -167,7 +168,8 @@ pub fn reads_varlen(variant: &Variant) -> bool {
 }
 
 /// The variant a varlen call runs: `choice`'s, if it reads varlen batches (else an
-/// [`Error::Unsupported`] that says what does), or the registry's varlen default.
+/// [`Error::Unsupported`] that says what does), or dispatch's non-decode varlen pick
+/// ([`crate::dispatch::varlen`]).
 pub fn choose_varlen(
     arch: crate::Arch,
     precision: crate::Precision,
@@ -176,14 +178,14 @@ pub fn choose_varlen(
     choice: KernelChoice,
 ) -> Result<Variant> {
     match choice {
-        KernelChoice::Auto => Ok(registry::varlen_default(arch, precision, head_dim, causal)),
+        KernelChoice::Auto => Ok(dispatch::varlen(arch, precision, head_dim, causal, None)),
         KernelChoice::Variant(v) if reads_varlen(&v) => Ok(v),
         KernelChoice::Variant(v) => Err(Error::Unsupported(format!(
             "{}: variable-length batches run on the portable, Hopper and decode families only, \
              and not on the portable family's persistent decoupled-sync (stream) variants, so \
              far (issue 31); pass a variant such as {} or KernelChoice::Auto",
             v.key(),
-            registry::varlen_default(arch, precision, head_dim, causal).key()
+            dispatch::varlen(arch, precision, head_dim, causal, None).key()
         ))),
     }
 }
@@ -305,6 +307,7 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::registry;
     use crate::{Arch, Precision};
 
     #[test]

@@ -6,9 +6,9 @@
 //! under [`KernelChoice::Auto`] when the call is decode-shaped by the dense rule
 //! ([`AttnShape::is_decode`] on the sequences as the batch and the longest lengths: few query
 //! rows per kv head, a long cache) and the precision is one the decode family serves (fp16 or
-//! bf16 Q with 16-bit or E4M3 K/V); the variant is [`registry::decode_varlen_default`] (tuned
-//! tables are not consulted). Everything else goes on to the other families' varlen dispatch
-//! ([`super::varlen::choose_varlen`]).
+//! bf16 Q with 16-bit or E4M3 K/V); the variant is the decode rules' pick of
+//! [`crate::dispatch::varlen`] (tuned tables are not consulted). Everything else goes on to the
+//! other families' varlen dispatch ([`super::varlen::choose_varlen`]).
 //!
 //! The kernel: blockIdx.z is the sequence, and the grid (splits, kv heads x row blocks,
 //! sequences) is the dense one of the longest sequence ([`geometry::grid`]). A row block past a
@@ -22,8 +22,8 @@ use super::attention::{Descale, KernelChoice, Launched};
 use super::decode::{self, PagedArgs};
 use super::device::Device;
 use super::validate::{CallDesc, Validated, VarlenDesc};
+use crate::dispatch;
 use crate::error::Result;
-use crate::kernels::registry;
 use crate::problem::AttnShape;
 use crate::variant::{Family, KernelSpec, Variant};
 use crate::{Arch, Precision};
@@ -42,18 +42,10 @@ pub fn choose(
 ) -> Option<Variant> {
     match choice {
         KernelChoice::Variant(v) => (v.family == Family::Decode).then_some(v),
-        KernelChoice::Auto if shape.is_decode() => {
-            let head_dim = shape.head_dim as u32;
-            let v = registry::decode_varlen_default(arch, precision, head_dim)?;
-            let spec = KernelSpec {
-                variant: v,
-                precision,
-                head_dim,
-                causal,
-            };
-            spec.validate(arch).is_ok().then_some(v)
+        KernelChoice::Auto => {
+            let v = dispatch::varlen(arch, precision, shape.head_dim as u32, causal, Some(shape));
+            (v.family == Family::Decode).then_some(v)
         }
-        KernelChoice::Auto => None,
     }
 }
 
@@ -71,13 +63,12 @@ pub(crate) fn choose_paged(
             "{v}: only the decode family reads a paged cache; pass a decode variant or \
              KernelChoice::Auto"
         ))),
-        KernelChoice::Auto => registry::decode_varlen_default(arch, precision, head_dim)
-            .ok_or_else(|| {
-                crate::Error::Unsupported(format!(
-                    "{precision}: a paged cache takes fp16 or bf16 queries with fp16, bf16 or \
+        KernelChoice::Auto => dispatch::varlen_paged(arch, precision, head_dim).ok_or_else(|| {
+            crate::Error::Unsupported(format!(
+                "{precision}: a paged cache takes fp16 or bf16 queries with fp16, bf16 or \
                      E4M3 K/V"
-                ))
-            }),
+            ))
+        }),
     }
 }
 
@@ -127,6 +118,7 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::registry;
 
     fn shape(batch: usize, max_q: usize, max_k: usize, hq: usize, hkv: usize) -> AttnShape {
         AttnShape::new(batch, max_q, max_k, hq, hkv, 128)
