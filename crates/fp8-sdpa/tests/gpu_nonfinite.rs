@@ -6,7 +6,6 @@
 //! slow to ship, are in docs/results/2026-11-28-issue44/nonfinite-portable-decode.patch. Run
 //! on the device machine with `--include-ignored`; without a GPU they fail, never skip.
 
-
 use fp8_sdpa::cases::{CaseSpec, HostCase};
 use fp8_sdpa::harness::judge;
 use fp8_sdpa::inputs::Distribution;
