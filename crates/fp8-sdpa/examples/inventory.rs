@@ -353,7 +353,7 @@ fn main() {
     ];
     println!();
     println!("## Modes no shipped choice uses");
-    // Left in round 27 (the variant rules reject them since; restore patches in
+    // Retired (the variant rules reject them; restore patches in
     // docs/results/2026-11-26-portable-round27/).
     let retired = [
         "persistent grid (not the stream)",
@@ -362,7 +362,7 @@ fn main() {
     for m in all_modes {
         if !mode_uses.contains_key(m) {
             let note = if retired.contains(&m) {
-                "  (retired in round 27)"
+                "  (retired)"
             } else {
                 ""
             };

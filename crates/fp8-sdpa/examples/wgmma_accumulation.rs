@@ -14,8 +14,9 @@
 //! for P.V (each block's P.V in its own accumulator, added to O in fp32), l from the unrounded P.
 //!
 //! With 13 bits the model reproduces the LSE errors the H100 gave on verify's D128 causal
-//! outlier cases to three digits (0.980, 0.595, 0.336 with one chain, 0.498 with two; runs 157
-//! and 181), so it predicted, before the GPU confirmed, that two chains fix O's failure.
+//! outlier cases to three digits (0.980, 0.595, 0.336 with one chain, 0.498 with two;
+//! perf-notes: verify's LSE bound), so it predicted, before the GPU confirmed, that two chains
+//! fix O's failure.
 use fp8_sdpa::cases::{self, CaseSpec, HostCase, HostVarlenCase, VarlenCaseSpec};
 use fp8_sdpa::fp8::e4m3;
 use fp8_sdpa::inputs::Distribution;
@@ -231,7 +232,7 @@ fn main() {
     };
     let d = 128;
     let scale = 1.0 / (d as f64).sqrt();
-    // verify --quick's failing case (run 150 on): the first varlen batch of sequences, Hq 8,
+    // verify --quick's failing case: the first varlen batch of sequences, Hq 8,
     // Hkv 2, D128, causal, seed 500001 (large_rows, descales per sequence and head).
     let lens = &cases::varlen_verify_shapes(true)[0];
     let vspec = VarlenCaseSpec {

@@ -432,7 +432,7 @@ pub fn gen_call(r: &mut Reader, form: Form) -> GenCall {
             1 + r.below(small)
         }
     };
-    // Lengths around 2^29..2^30 with a few sequences and heads put the rows near 2^31.
+    // Lengths of about 2^29..2^30 with a few sequences and heads put the rows near 2^31.
     let long = |r: &mut Reader, small: usize| {
         if big && r.chance(128) {
             r.pick(&[

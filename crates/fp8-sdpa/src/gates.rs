@@ -47,7 +47,7 @@ pub fn check(c: &Compiled) -> Vec<Violation> {
         // register or a shared-memory offset. One appears when a global-scope name (under
         // --device-as-default-execution-space, a `constexpr` becomes a device global) collides
         // with a symbol ptxas resolves at load time: the decode family's `SMEM` had the driver
-        // patch the offsets of every shared-memory access (round 23, run 118).
+        // patch the offsets of every shared-memory access (perf-notes: Decode family).
         v.push(Violation {
             gate: "relocation".into(),
             detail: format!(

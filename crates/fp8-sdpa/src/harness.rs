@@ -556,9 +556,9 @@ pub struct LseBound {
 /// full FP8 kernel, whose scores come from the 8-bit wgmma. Its additions keep 13 bits below
 /// the largest exponent among a k-step's products and the accumulator, truncated (a CPU model
 /// of them, example `wgmma_accumulation`, reproduces the LSE errors measured on verify's
-/// outlier cases to three digits, round 31). Two terms bound that: rtol 2e-3 (scaled by
-/// √(D / 128) above D128, where a chain is twice as long) for partial sums up to √D·|S|, as
-/// measured in round 25 (0.8 on LSEs near 900, one query row and one key row in eight scaled
+/// outlier cases to three digits; perf-notes: verify's LSE bound). Two terms bound that: rtol
+/// 2e-3 (scaled by √(D / 128) above D128, where a chain is twice as long) for partial sums up
+/// to √D·|S|, as measured (0.8 on LSEs near 900, one query row and one key row in eight scaled
 /// by 30); and 2^-13 of the row's score magnitude (the largest Σ|q·k|·scale), for rows whose
 /// scores are small beside their products (signs cancelling), where the first term is no
 /// bound: the model's worst error there is 2^-15 of that magnitude.

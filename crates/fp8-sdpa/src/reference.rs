@@ -584,7 +584,7 @@ mod tests {
 
     #[test]
     fn large_scores_stay_finite() {
-        // Scores around 1e4 overflow a naive exp; the shifted softmax does not.
+        // Scores near 1e4 overflow a naive exp; the shifted softmax does not.
         let s = shape(1, 1, 3, 1, 1, 1);
         let r = attention(
             &s,

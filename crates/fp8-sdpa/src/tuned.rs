@@ -95,7 +95,7 @@ impl ShapeClass {
 /// A finer key than [`ShapeClass`]: the part of a class one tuned entry can serve.
 ///
 /// Why: one entry per (arch, precision, head dim, class) could not serve the whole class on
-/// the H100 (docs/perf-notes.md, "Tuner on the GPU (round 24)"). The decode FP8-KV winner
+/// the H100 (docs/perf-notes.md, "Tuner on the GPU"). The decode FP8-KV winner
 /// was 10-15 % faster than the default at batch 1-4 with long caches but 17-30 % slower on
 /// paged-cache calls and 6-14 % slower at B32 GQA 4; the Hopper prefill winner (192-key tile)
 /// was 4-6 % faster at S 16k but 6-7 % slower at S 1k. So nothing could ship. Buckets split
@@ -694,7 +694,7 @@ mod tests {
             {"arch": "sm_90a", "precision": "bf16", "head_dim": 128, "shape_class": "prefill",
              "variant": "hopper.m128.n128.w12.s2.b1.w4pogex", "tflops": 600.0},
             {"arch": "sm_90a", "precision": "bf16", "head_dim": 128, "shape_class": "causal",
-             "variant": "hopper.m128.n128.w12.s2.b1.w4oex", "note": "round 23"}]}"#;
+             "variant": "hopper.m128.n128.w12.s2.b1.w4oex", "note": "hand-picked"}]}"#;
         let t = TunedTable::parse(old).unwrap();
         assert!(t.entries().iter().all(|e| e.bucket.is_none()));
         // A class-wide entry serves every bucket of its class.

@@ -48,7 +48,7 @@ impl Family {
     /// flag. Reference: none (its one knob is `warps`). Portable: the seeds' toggles (`c`
     /// cp.async, `t` tensor-core P·V, `e` fast exp, `l` light sync, `x` swizzle) and what its
     /// shipped defaults add (`f` fragment decode, `h` half steps, `r` paired rows, `d`
-    /// decoupled sync, `p` with `d`: the stream); no warp specialization (retired in round 23).
+    /// decoupled sync, `p` with `d`: the stream); no warp specialization (retired).
     /// Hopper: `w` its producer warpgroup, `p` persistent, `o` overlap, `g` ping-pong, and the
     /// fixed `e`, `x`. Decode: the fixed `c`, `e`, `x`.
     pub fn knob_flags(self) -> &'static str {
@@ -146,7 +146,7 @@ pub struct Variant {
     pub fragment_decode: bool,
     /// Warp specialization: `producer_warps` warps only load, the rest compute (hopper
     /// family: one producer warpgroup; the portable family's producer and decode warps were
-    /// retired in round 23, issue 32).
+    /// retired, issue 32).
     pub warp_spec: bool,
     /// Producer warps when `warp_spec` (0 otherwise).
     pub producer_warps: u32,
@@ -163,7 +163,7 @@ pub struct Variant {
     pub paired_rows: bool,
     /// Persistent blocks looping over a tile queue (else one block per tile). Portable family:
     /// with decoupled sync only, one K/V stream per block across its work tiles (the
-    /// persistent grid with block or light sync was retired in round 27, issue 32).
+    /// persistent grid with block or light sync was retired, issue 32).
     pub persistent: bool,
     /// Intra-warpgroup overlap (hopper): the softmax of one key block runs while the tensor
     /// cores compute P·V of the block before it. Absent in JSON written before the knob
@@ -399,7 +399,7 @@ impl Variant {
                 }
                 if self.persistent && self.sync != SyncPolicy::Decoupled {
                     return fail(
-                        "portable persistent blocks are the stream: persistent needs decoupled                          sync (the persistent grid with block or light sync was retired in                          round 27)"
+                        "portable persistent blocks are the stream: persistent needs decoupled                          sync (the persistent grid with block or light sync was retired)"
                             .into(),
                     );
                 }
@@ -749,7 +749,7 @@ impl KernelSpec {
         if v.persistent && self.precision.q().size() == 1 {
             return Err(self.invalid(format!(
                 "the stream (persistent decoupled sync) serves FP8-KV (16-bit Q), not {}: its \
-                 per-warp Q loads have no 8-bit decode (retired in round 27)",
+                 per-warp Q loads have no 8-bit decode (retired)",
                 self.precision.name()
             )));
         }

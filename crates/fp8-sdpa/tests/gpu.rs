@@ -359,8 +359,8 @@ fn fragment_decode_matches_the_cpu_reference() {
     }
     for (i, d) in [128, 64, 256].into_iter().enumerate() {
         // Through dispatch: on Hopper, the 8-bit K/V precisions the Hopper family does not run
-        // take fragment decode at causal S 512 (the seeds' u8 code since round 19; FP8-KV at
-        // D256 since round 20), on a grid of 512 blocks (smaller grids take dispatch's
+        // take fragment decode at causal S 512 (the seeds' u8 code, and FP8-KV at
+        // D256), on a grid of 512 blocks (smaller grids take dispatch's
         // small-tile path).
         for (j, p) in Precision::ALL
             .into_iter()
@@ -375,8 +375,8 @@ fn fragment_decode_matches_the_cpu_reference() {
                 90 + 8 * i as u64 + j as u64,
             );
             let spec = check(&dev, &stream, &host, KernelChoice::Auto);
-            // Full FP8 runs on the Hopper family's 8-bit wgmma (D64/D128 since round 25, D256
-            // since round 27), FP8-KV at D64/D128 on its producer-decode tiles (round 29).
+            // Full FP8 runs on the Hopper family's 8-bit wgmma (D64 to D256), FP8-KV at
+            // D64/D128 on its producer-decode tiles.
             let hopper = p == Precision::Fp8 || (p.is_fp8_kv() && d <= 128);
             if dev.info().arch == Arch::Sm90a && !hopper {
                 assert!(spec.variant.fragment_decode, "{}", spec.key());
@@ -399,7 +399,7 @@ const HOPPER_KV8_TILES: [(usize, &str); 4] = [
 #[ignore = "needs a GPU (sm_90a for the Hopper family)"]
 fn hopper_fp8_kv_matches_the_cpu_reference() {
     // Ragged lengths, GQA, both layouts, causal and not, f16 and bf16 Q; then through dispatch,
-    // which takes the persistent tile for non-causal FP8-KV at D128 (round 29).
+    // which takes the persistent tile for non-causal FP8-KV at D128.
     let dev = hopper_device();
     let stream = dev.new_stream().unwrap();
     let precisions = [Precision::Fp8KvF16, Precision::Fp8KvBf16];

@@ -8,8 +8,8 @@ use common::bin;
 
 /// NVRTC 12.9+ keeps a disk cache of its own, and a hit there skips ptxas and so the `-v`
 /// report the gates read. On the H100 machine, a second process compiling the same programs
-/// with a CUDA context open got empty logs, and its bench rows failed (round 14, runs 75 and
-/// 77: the second of two such benches failed both rows without `--no-cache`). So: two bench
+/// with a CUDA context open got empty logs, and its bench rows failed (perf-notes: NVRTC's
+/// disk cache: the second of two such benches failed both rows without `--no-cache`). So: two bench
 /// processes, each with an empty kernel cache of ours, and every row of both is timed.
 #[test]
 #[ignore = "needs a GPU"]

@@ -174,8 +174,8 @@ impl Compiler {
             // Seen on the H100 machine before `--no-cache` (nvrtc::base_options): a compile
             // came back with a CUBIN and an empty log (no ptxas report), repeatably, because
             // NVRTC served it from its disk cache despite CUDA_CACHE_DISABLE; a nonce define
-            // did not help there (round 14). Kept as a last resort; the nonce stays out of
-            // our key.
+            // did not help there (perf-notes: NVRTC's disk cache). Kept as a last resort; the
+            // nonce stays out of our key.
             let nonce = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_nanos())

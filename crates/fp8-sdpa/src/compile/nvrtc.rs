@@ -36,7 +36,8 @@ pub fn base_options(arch: Arch) -> Vec<String> {
         "--ptxas-options=-v".into(),
         // NVRTC 12.9+ caches compiles on disk, and a hit skips ptxas and its `-v` report:
         // on the H100 machine a second process compiling the same program got an empty log
-        // and failed its bench rows (round 14, run 75). Our cache stores the report instead.
+        // and failed its bench rows (perf-notes: NVRTC's disk cache). Our cache stores the
+        // report instead.
         "--no-cache".into(),
         "--generate-line-info".into(),
         "--device-as-default-execution-space".into(),

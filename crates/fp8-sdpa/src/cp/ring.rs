@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// SMs a ring's attention calls leave free for NCCL by default (see [`Ring::set_sm_margin`]).
-/// Measured on 4 H200s at S 128k, D128 (round 26, runs 139-141): bf16 causal went from
+/// Measured on 4 H200s at S 128k, D128 (perf-notes: SMs left to NCCL): bf16 causal went from
 /// 83-84 % to 87-88 % scaling efficiency with 8 (4 and 12-16 gained less), FP8-KV was
 /// unchanged, and 2 ranks stayed at 91-97 %.
 pub const DEFAULT_SM_MARGIN: u32 = 8;

@@ -44,7 +44,8 @@ typedef SDPA_O_T OutT;
 
 // The constants live in a namespace: under --device-as-default-execution-space a global-scope
 // constexpr is a device global, and a global named SMEM collided with a symbol ptxas resolves
-// at load time, so the driver rewrote the offsets of every shared-memory access (run 118).
+// at load time, so the driver rewrote the offsets of every shared-memory access (perf-notes:
+// Decode family).
 namespace dcfg {
 constexpr int D = SDPA_HEAD_DIM;
 constexpr int WARPS = SDPA_WARPS;
@@ -92,7 +93,8 @@ __device__ __forceinline__ int paged_keys(const DecodeParams& d, int b) {
 // Issues one warp step's K and V copies (keys [key0, key0 + KW), zero-filled past `end`).
 // Paged K/V: the step's first key sits in table slot `slot0` at row `r0` of its page; each
 // row's slot follows by subtraction, so the runtime division happens once per step rather
-// than twice per 16-byte chunk (run 121: paged rows took 1.08-1.42x the contiguous time).
+// than twice per 16-byte chunk (with a division per chunk, paged rows took 1.08-1.42x the
+// contiguous time; perf-notes: Decode family, paged loads).
 __device__ __forceinline__ void load_step(const SdpaParams& p, const DecodeParams& d, u32 dst, int b, int hkv,
                                           int key0, int end, int lane) {
     constexpr int CPR = RAW_ROW / 16;  // 16-byte chunks per row

@@ -12,7 +12,7 @@ const L2_SHARE: u64 = 3;
 /// and V, at least 1, at most `batch`, and enough that `sections · m_blocks` stays within the
 /// grid's z limit of 65535 (where it cannot, [`grid`]'s z exceeds it and the launch is refused).
 ///
-/// Measured on the H100 (50 MB L2; round 12, fa grid, f16 and fp8kv_f16 at S 512 to 4k): one
+/// Measured on the H100 (50 MB L2; fa grid, f16 and fp8kv_f16 at S 512 to 4k): one
 /// section for the whole batch lost up to 8 % at S 512-1k (the running blocks' K/V no longer fit
 /// in L2), one batch per section lost up to 7 % at S 512-1k (a short last section); 2 to 4
 /// batches of 8 MB or less were within 1-2 % of the best everywhere.

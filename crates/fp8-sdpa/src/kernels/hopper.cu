@@ -75,8 +75,9 @@ static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match
 // Registers: the producer keeps 24; where its warps decode FP8-KV, 56 (64 at D128 for four
 // passes' codes in flight; less spilled), the consumers share the rest (multiples of 8, at
 // most 240; 224 or 216 with FP8-KV). D128 non-causal decodes two passes at a time at 56
-// (LEAN_DECODE): round 29, run 169 (same run), +1-9 % there (one row -2 %), while causal,
-// whose short tiles wait more on the decode, keeps four at 64 (3-7 % ahead).
+// (LEAN_DECODE): +1-9 % there (one row -2 %), while causal, whose short tiles wait more on
+// the decode, keeps four at 64 (3-7 % ahead; perf-notes: FP8-KV prefill on the Hopper family,
+// third design).
 constexpr bool LEAN_DECODE = D >= 128 && !SDPA_CAUSAL;
 constexpr int PRODUCER_REGS = !KV8 ? 24 : D >= 128 && !LEAN_DECODE ? 64 : 56;
 // setmaxnreg moves registers within the block's launch allocation (65536 / THREADS per
@@ -132,7 +133,7 @@ __device__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
 // Every thread decodes chunk c = tid % CHUNKS (16 codes) of rows r0 + k * PASS_ROWS of a K or V
 // tile, r0 = tid / CHUNKS. Both swizzles see a row only through r % 8 (TMA's 64-byte swizzle of
 // D64's 64-byte code rows through (r / 2) % 4), the same for every k, so every address is a
-// per-thread base plus an immediate (round 26's decoder spent about 60 instructions per chunk on
+// per-thread base plus an immediate (the previous decoder spent about 60 instructions per chunk on
 // addresses; this one about 15).
 constexpr int CHUNKS = D / 16, PASS_ROWS = 128 / CHUNKS, PASSES = TILE_N / PASS_ROWS;
 constexpr int BATCH = LEAN_DECODE ? 2 : PASSES < 4 ? PASSES : 4;  // passes' loads in flight together
@@ -152,7 +153,7 @@ struct Decoder {
     }
     // Every load first: ptxas does not move a shared-memory load above a store it cannot prove
     // apart, so a load after the previous pass's stores waited its whole latency each pass
-    // (round 29, run 163's SASS and ncu: 8 serial load-convert-store chains per tile).
+    // (SASS and ncu showed 8 serial load-convert-store chains per tile).
     // A last batch may be short (PASSES not a multiple of BATCH): the guard is static.
     __device__ __forceinline__ void run(u32 raw, u32 tile) const {
 #pragma unroll
@@ -180,7 +181,8 @@ struct Decoder {
 // each tile's Q as the decode reaches the tile. A 16-bit stage is written once its EMPTY has
 // completed (the consumers' wgmma has read it) and is published per warp: every thread fences
 // its stores for the async proxy, then lane 0 arrives. (Decoding K(u + 1) before V(u), as the
-// overlapped consumers use them, measured 6-16 % slower: round 29, run 164.)
+// overlapped consumers use them, measured 6-16 % slower; perf-notes: FP8-KV prefill on the
+// Hopper family, third design.)
 __device__ void produce_kv8(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
     Scheduler sched(p);
     const int tid = threadIdx.x, lane = tid % 32, group = p.heads_q / p.heads_kv;

@@ -62,7 +62,7 @@ constexpr bool O_FITS = RING_END + O_BYTES + 8 * N_BARS + 1024 <= 232448, STAGE_
 constexpr u32 OFF_O = RING_END, OFF_BAR = RING_END + (O_FITS ? O_BYTES : 0);
 static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 
-// The producer warpgroup transposes with unrolled units (round 28), so it keeps 40 registers
+// The producer warpgroup transposes with unrolled units, so it keeps 40 registers
 // (at 32 it spilled); the consumers keep 232 each (40 + 2 x 232 = the 504 of the launch bound).
 constexpr int PRODUCER_REGS = 40;
 // setmaxnreg moves registers within the block's launch allocation (65536 / THREADS per
@@ -87,7 +87,7 @@ __device__ __forceinline__ u32 phase_of(u32 use) { return (use / STAGES) & 1; }
 // consumers' (one warp of each role per scheduler), so the addresses are per-lane bases set
 // once per block: both swizzles are XORs on bits 4-6 that split into a per-lane part and a
 // compile-time part of (ci, kb), and the rest is an immediate offset (51 -> ~17 instructions
-// per unit, round 28).
+// per unit; perf-notes: full FP8 on Hopper, the instructions per key block).
 __device__ __forceinline__ void transpose_v(u32 smem, u32 u) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     mbar_wait(bar_at(smem, R_FULL, u), phase_of(u));
@@ -314,7 +314,7 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
         if (w.n_blocks > 0 && OVERLAP) {
             // softmax(j) while P.V(j + 1) runs, as in hopper.cu. O joins block j + 1's P.V at
             // that block's max, O = O * alpha(j + 1) + OB: one FFMA per element (O = (O + OB) *
-            // alpha(j) took two; round 28), so block j's alpha waits a turn in `pend`.
+            // alpha(j) took two), so block j's alpha waits a turn in `pend`.
             int j = w.n_blocks - 1;
             float pend[2] = {0.f, 0.f};  // O is empty before the first block
             scores(it, j);

@@ -109,8 +109,8 @@ constexpr bool PAIRED = SDPA_PAIRED_ROWS != 0;
 // as one stream through the ring and the staging buffers, so the next work tile's first tiles
 // are copied and decoded while the current one finishes, and no barrier separates work tiles.
 // Each warp loads its own Q rows (double-buffered unless Q sits in registers), so only the warp
-// itself waits for its next Q. Persistent blocks exist only as the stream (round 27 retired
-// the persistent grid with block or light sync: no default used it).
+// itself waits for its next Q. Persistent blocks exist only as the stream (the persistent
+// grid with block or light sync was retired: no default used it).
 constexpr bool PERSISTENT = SDPA_PERSISTENT != 0;
 constexpr bool STREAM = DECOUPLED && PERSISTENT;
 // Q fragments (R·D/4 registers) stay in registers for the whole KV loop with 16 rows per warp
@@ -131,7 +131,7 @@ constexpr bool STAGED = KV8 && !FRAG;
 typedef Pick<KV8, half_t, c_t>::type pv_t;
 // Q·Kᵀ's operand type: the compute type (Q is not exact in f16), except under fragment decode,
 // which runs it in f16 so that K's decode is one conversion per pair (to bf16 it is four,
-// which cost runs 89-90 8-12 %): 8-bit Q and E4M3 K are exact in f16; a bf16 Q is stored as
+// which cost 8-12 %): 8-bit Q and E4M3 K are exact in f16; a bf16 Q is stored as
 // f16 at a per-row power of two (ROWSC), folded back into the softmax's scale.
 typedef Pick<FRAG, half_t, c_t>::type qk_t;
 constexpr bool ROWSC = FRAG && !Q8 && Same<q_t, bf16_t>::value;
@@ -199,16 +199,16 @@ constexpr float RESCALE_TAU = 8.f;
 // multiply is expensive relative to the tile: a warp-tile is R·D·BN/64 mma and the multiply
 // R·D/2 FMULs per lane, i.e. 32/BN FMUL per mma whatever R and D. The branch splits the softmax
 // from P·V into two basic blocks, so the V ldmatrix, the packing and the FMULs can no longer
-// fill the softmax's latency (round 2: m128.n64.w8 at D128 ~15 % slower; the D64 default lost
+// fill the softmax's latency (measured: m128.n64.w8 at D128 ~15 % slower; the D64 default lost
 // 3-4 %). So only at 32 rows per warp and 32-key steps (one FMUL per mma: the D128 default).
 constexpr bool RESCALE_SKIP = R == 2 && CN <= 32;
 // Causal: a warp skips the key steps that are masked for all its rows (see consume). Only
 // where compute_tile has no block barrier inside (light or decoupled sync, tensor-core P·V),
 // since a skipping warp must not miss one; not with the barrier-coupled pipelined decode,
 // whose skip branch needs a second copy of the decode and made two registered tiles spill;
-// and only from D128 or with paired rows. Round 7 (run 26): D128 causal S 1k f16 +5 %, 8-bit
-// 256-row tile S 4k +3 to +6 %; D64 lost 1.5-4 % even at S 16k. Not in the stream: its D128
-// causal tile spilled 24 bytes with the skip.
+// and only from D128 or with paired rows (perf-notes: causal warp skip): D128 causal S 1k f16
+// +5 %, 8-bit 256-row tile S 4k +3 to +6 %; D64 lost 1.5-4 % even at S 16k. Not in the stream:
+// its D128 causal tile spilled 24 bytes with the skip.
 constexpr bool SKIP_MASKED = !STREAM && CAUSAL && LIGHT && TC_PV && (!PIPE_DECODE || DECOUPLED) && (D >= 128 || PAIRED);
 
 static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
@@ -336,12 +336,12 @@ struct Scales {
 // every head's heaviest block is dispatched before any lighter one (longest processing time
 // first: the tail holds the lightest tiles). Non-persistent causal blocks follow this order
 // within sections of batches whose K/V fit in L2, through their 3-D grid (run_blocks); measured
-// on the H100 (round 12) against m-blocks fastest per head: causal S 1k-4k at D128 and D256
-// +7 to +13 %. The stream takes it over the whole batch: it makes every block's run of work
-// tiles get lighter at the same pace (with m-blocks fastest and a grid that is a multiple of
-// m_blocks, a block would get the same m-block every time). Sections did not help the stream
-// (round 12, run 68: equal at D64 S 512-2k, 9 % slower at S 4k, where each block's static
-// share of every section starts on heavy tiles).
+// on the H100 (perf-notes: the order of causal blocks) against m-blocks fastest per head:
+// causal S 1k-4k at D128 and D256 +7 to +13 %. The stream takes it over the whole batch: it
+// makes every block's run of work tiles get lighter at the same pace (with m-blocks fastest and
+// a grid that is a multiple of m_blocks, a block would get the same m-block every time).
+// Sections did not help the stream (equal at D64 S 512-2k, 9 % slower at S 4k, where each
+// block's static share of every section starts on heavy tiles).
 __device__ __forceinline__ Work causal_work_at(const SdpaParams& p, int t, int m_blocks) {
     const int hb = p.heads_q * p.batch, r = t % hb;
     return make_work(p, m_blocks - 1 - t / hb, r % p.heads_q, r / p.heads_q);
@@ -657,7 +657,7 @@ template <typename K = kv_t> __device__ __forceinline__ void frag_decode(u32 w, 
 //   (every thread's V chunks of tile j are staged, and every warp is done with Q·Kᵀ, so the K
 //   half is free); it then copies tile j + STAGES into the slot tile j leaves. RING1 copies
 //   tile j + 2's K after the last block.
-// (Measured on the H100, round 10: the V half inside Q·Kᵀ instead of the softmax was 0.5-2 %
+// (Measured on the H100: the V half inside Q·Kᵀ instead of the softmax was 0.5-2 %
 // slower.) Past the last tile these decode a slot no copy is writing into a staging half
 // nothing reads again in this work tile (unconditional, so that they stay in the softmax's and
 // P·V's basic blocks).
@@ -778,7 +778,7 @@ struct WarpState {
 //    (n 8-15, k 8-15): lanes 8i..8i+7 point at row 8(i/2) + lane%8, chunk i%2, so r[0], r[1]
 //    are b0, b1 of n-tile 2np and r[2], r[3] those of n-tile 2np + 1.
 // (K could use pattern A with its registers reordered, saving 4 address registers, but
-// ptxas then recomputes addresses in the loop: +98 instructions per tile at D128, round 5.)
+// ptxas then recomputes addresses in the loop: +98 instructions per tile at D128.)
 // Fragment decode, over the 8-bit ring (T8): v8 is pattern A (V with .trans: matrices (keys
 // 0-7, chunk c), (keys 8-15, c), (keys 0-7, c + 1), (keys 8-15, c + 1)); K's x4 covers 32 keys
 // at one chunk kk (lane l points at key row l, so r[i] is n-tile i of the 32), whose swizzled
@@ -1055,7 +1055,7 @@ __device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, co
 //   write_out                    (Step 4)
 // Each ring discipline (cp.async depth, the decode's form, decoupled sync) is one branch of
 // these. The ring and the steps stay inline in consume: as functions of their own (forceinline
-// or not) they changed ptxas's register allocation of most specs (round 27, SASS compared).
+// or not) they changed ptxas's register allocation of most specs (SASS compared).
 
 // The first K/V tiles: 0..STAGES-1 with the pipelined decode, 0..STAGES-2 otherwise (and Q
 // under fragment decode, see consume).

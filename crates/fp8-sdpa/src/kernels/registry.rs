@@ -119,7 +119,7 @@ fn d256(_: Precision, d: u32) -> bool {
 fn d64_fp8kv(p: Precision, d: u32) -> bool {
     d == 64 && p.is_fp8_kv()
 }
-/// FP8-KV at D128: the D128 stream (16-bit Q only since round 27).
+/// FP8-KV at D128: the D128 stream (16-bit Q only).
 fn d128_fp8kv(p: Precision, d: u32) -> bool {
     d == 128 && p.is_fp8_kv()
 }
@@ -251,7 +251,7 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // Small grids (dispatch by shape): 4 warps x 16 rows, Q in registers; at D64 a 4-deep ring.
     out.push((v("portable.m64.n64.w4.s4.b2.ctelx"), d64));
     out.push((v("portable.m64.n64.w4.s2.b2.ctelx"), d128));
-    // Round 6, half steps: 16-bit D128 causal up to S 1k on sm_90a, and the sm_90a varlen
+    // Half steps: 16-bit D128 causal up to S 1k on sm_90a, and the sm_90a varlen
     // tiles for 16-bit D64 (128 keys in two 64-key steps) and D256 (FA2's D256 tile, 192 KB).
     out.push((v("portable.m128.n64.w4.s2.b2.cthelx"), |p, d| {
         sixteen_bit(p, d) && d == 128
@@ -262,19 +262,19 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v("portable.m128.n64.w8.s2.b1.ctelx"), |p, d| {
         sixteen_bit(p, d) && d == 256
     }));
-    // Round 7, Hopper 8-bit K/V: decoupled sync (per-thread copy and decode, one mbarrier per
-    // staging buffer, warps drift up to a tile apart) on 256-row tiles; round 9 adds paired
-    // rows (each warp owns a top and a bottom m16 fragment) for the D128 causal diagonal.
+    // Hopper 8-bit K/V: decoupled sync (per-thread copy and decode, one mbarrier per staging
+    // buffer, warps drift up to a tile apart) on 256-row tiles, and paired rows (each warp owns
+    // a top and a bottom m16 fragment) for the D128 causal diagonal.
     out.push((v(KV8_D64), d64_kv8));
     out.push((v(KV8_D128), d128_kv8));
     out.push((v(KV8_D128_CAUSAL), d128_kv8));
-    // Round 8 (sm_90a only): persistent decoupled sync, one K/V stream per block across its
+    // The stream (sm_90a only): persistent decoupled sync, one K/V stream per block across its
     // work tiles, so a work tile's prologue and tail overlap its neighbours'.
     out.push((v(KV8_STREAM_D64), d64_fp8kv));
     out.push((v(KV8_STREAM_D128), d128_fp8kv));
-    // Round 10, the seeds' u8 code at D256 on sm_90a: the split decode's ring of one (224 KB).
+    // The seeds' u8 code at D256 on sm_90a: the split decode's ring of one (224 KB).
     out.push((v(KV8_D256), |p, d| p == Precision::SimFp8 && d == 256));
-    // Rounds 18 and 20: fragment decode (8-bit ldmatrix, decoded in registers by every warp):
+    // Fragment decode (8-bit ldmatrix, decoded in registers by every warp):
     // Hopper 8-bit K/V causal up to S 2k on the 128-row tiles (16-bit Q or the u8 code; full
     // FP8 runs on the Hopper family), D64 FP8-KV causal up to S 512 on 64-row tiles at four
     // blocks per SM, and E4M3 K/V at D256 on 64-row tiles (the u8 code keeps the ring of one).
@@ -292,11 +292,10 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v("portable.m64.n32.w4.s1.b1.tlx"), all));
     out.push((v("portable.m64.n32.w4.s1.b1.c"), all));
     // Retired (never a default; restore patches beside the measurements that retired them):
-    // cluster pairs and warp specialization (round 23,
-    // docs/results/2026-11-25-portable-retire-round23/); the persistent grid without the
-    // stream, the stream's 8-bit Q, round 6's barrier-coupled D64 8-bit tile, round 8's
-    // 128-row stream, paired rows on 16-bit K/V and the 8-warp 128-key coverage tile (round
-    // 27, docs/results/2026-11-26-portable-round27/).
+    // cluster pairs and warp specialization (docs/results/2026-11-25-portable-retire-round23/);
+    // the persistent grid without the stream, the stream's 8-bit Q, the barrier-coupled D64
+    // 8-bit tile, the 128-row stream, paired rows on 16-bit K/V and the 8-warp 128-key
+    // coverage tile (docs/results/2026-11-26-portable-round27/).
     // Hopper family, step (b) of its issue: TMA ring, producer warpgroup, wgmma consumers.
     out.push((v(HOPPER_N128_PLAIN), sixteen_bit_d64_128));
     out.push((v(HOPPER_N128_O), sixteen_bit_d64_128));
@@ -304,12 +303,12 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v(HOPPER_N176), sixteen_bit_d64_128));
     out.push((v(HOPPER_N64), sixteen_bit));
     out.push((v(HOPPER_N128_PERSISTENT), sixteen_bit_d64_128));
-    // Round 22, step (e): per-head-dim tiles.
+    // Step (e): per-head-dim tiles.
     out.push((v(HOPPER_N80), sixteen_bit));
     out.push((v(HOPPER_M192_D64), |p, d| sixteen_bit(p, d) && d == 64));
-    // Round 26: one consumer warpgroup, for small D64 grids (default_variant_for_shape).
+    // One consumer warpgroup, for small D64 grids (default_variant_for_shape).
     out.push((v(HOPPER_M64), |p, d| sixteen_bit(p, d) && d == 64));
-    // Hopper family, FP8-KV (issue 28 item 2, round 29): the 16-bit kernel's tiles with the
+    // Hopper family, FP8-KV (issue 28 item 2): the 16-bit kernel's tiles with the
     // producer warpgroup decoding E4M3 K/V.
     out.push((v(HOPPER_N128_O), hopper_fp8kv));
     out.push((v(HOPPER_N128), hopper_fp8kv));
@@ -319,7 +318,7 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v(HOPPER_N128_O), full_fp8));
     out.push((v(HOPPER_N128), full_fp8));
     out.push((v(HOPPER_N128_PERSISTENT), full_fp8));
-    // Round 27: D256, ping-pong without overlap, persistent and not.
+    // D256: ping-pong without overlap, persistent and not.
     out.push((v(HOPPER_FP8_D256), full_fp8_d256));
     out.push((v(HOPPER_FP8_D256_NP), full_fp8_d256));
     // Decode family (issue 27): dispatched for decode-shaped calls (see

@@ -1,7 +1,7 @@
 // Synchronization primitives: named barriers (sm_70+), mbarriers (sm_80+, with sm_90's
-// transaction counts). Round 13's cluster and distributed-shared-memory primitives, unused
-// since the cluster pair left in round 23, left in round 27
-// (docs/results/2026-11-26-portable-round27/restore-cluster-primitives.patch).
+// transaction counts). The cluster and distributed-shared-memory primitives were removed
+// after the cluster pair that used them was retired (restore patch:
+// docs/results/2026-11-26-portable-round27/restore-cluster-primitives.patch).
 #pragma once
 #include "types.cuh"
 

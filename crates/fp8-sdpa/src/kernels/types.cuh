@@ -187,7 +187,7 @@ __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
 
 // Why the kernels decode at all on sm_90a: ptxas lowers an E4M3 mma.sync to these same
 // conversions plus f16 HMMA (Hopper's FP8 tensor path is wgmma only), and F2FP runs at the
-// integer pipe's full rate (run 88, docs/perf-notes.md round 17), so one F2FP per pair is the
+// integer pipe's full rate (perf-notes: the decode's pipe rates), so one F2FP per pair is the
 // cheapest decode there is.
 // E4M3 -> f16x2 pair. sm_89+: cvt.rn.f16x2.e4m3x2 (the code in the low byte of the b16
 // source becomes the low half). Older: place the 7 magnitude bits under the f16 exponent
@@ -213,8 +213,9 @@ __device__ __forceinline__ void e4m3x4_to_f16(u32 w, u32& lo, u32& hi) {
 }
 // The same, with the word's halves taken in place: mov.b32 {lo, hi} lets ptxas feed F2FP's
 // .H1 operand instead of shifting the word (one SHF fewer per four codes). For the fragment
-// decode, where a conversion sits beside every mma; round 14's fold of the shared decode
-// (within noise there) made a decode-warp tile spill, so the staged decodes keep the form above.
+// decode, where a conversion sits beside every mma; the same fold of the shared decode
+// (within noise there; perf-notes: the F2FP .H1 fold) made a decode-warp tile spill, so the
+// staged decodes keep the form above.
 __device__ __forceinline__ void e4m3x4_to_f16_h1(u32 w, u32& lo, u32& hi) {
 #if __CUDA_ARCH__ >= 890
     u16 a, b;

@@ -158,7 +158,7 @@ impl AttentionVarlen<'_> {
 /// Whether `variant` reads variable-length batches: the decode family (decode.cu's varlen
 /// mode, runtime/varlen_decode.rs), the Hopper family, and the portable family except its
 /// persistent variants (the stream, whose K/V stream runs across work tiles; the family's
-/// only persistent variants since round 27).
+/// only persistent variants).
 pub fn reads_varlen(variant: &Variant) -> bool {
     match variant.family {
         Family::Decode | Family::Hopper => true,
@@ -358,7 +358,7 @@ mod tests {
         }
         // The decode family reads varlen batches (runtime/varlen_decode.rs).
         assert!(reads_varlen(&decode));
-        // So does the Hopper family (round 27), and dispatch takes it on sm_90a.
+        // So does the Hopper family, and dispatch takes it on sm_90a.
         let hopper = registry::default_variant(Arch::Sm90a, Precision::F16, 128, false);
         assert_eq!(hopper.family, Family::Hopper);
         assert_eq!(

@@ -257,7 +257,7 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
         || child(&tune_args),
     );
 
-    // profile: under ncu, each case a child run of 6-17 s on the H100 (run 125). By default the
+    // profile: under ncu, each case a child run of 6-17 s on the H100. By default the
     // fa grid's S 4k fp16 cases (six: every head dim, causal and not), so that repro stays
     // under 15 minutes; --full profiles the bench suites. Not run (no failure) where ncu
     // cannot profile.

@@ -95,7 +95,7 @@ pub struct Args {
 }
 
 /// The shapes a class is timed on; a candidate's time is the geometric mean of its medians
-/// over them. One shape per class picked winners that lost elsewhere in the class (run 123:
+/// over them. One shape per class picked winners that lost elsewhere in the class (on the H100:
 /// the B32 Skv 4k decode winner took 1.14x the default's time at B4 Skv 128k; the S 4k
 /// prefill winner 1.07x at S 1k), and a tuned entry serves the whole class.
 fn timed_shapes(class: ShapeClass, head_dim: u32) -> Vec<AttnShape> {

@@ -221,7 +221,7 @@ mod tests {
 
     #[test]
     fn prefill_fixture_parses_into_launches() {
-        // Captured on the H100 (round 24, run 125): `profile`'s import of 10 launches of the
+        // Captured on the H100: `profile`'s import of 10 launches of the
         // persistent D128 tile at fa d128_s4k, f16, in base units (ns).
         let l = parse_raw_csv(H100_PREFILL).unwrap();
         assert_eq!(l.len(), 10);
@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn decode_log_with_prof_lines_sums_the_two_kernels_of_a_call() {
-        // Captured on the H100 (round 24, run 123): `ncu --csv --page raw` on stdout, after
+        // Captured on the H100: `ncu --csv --page raw` on stdout, after
         // ncu's ==PROF== lines and the bench's own table, 4 launches past a skip of 12: a
         // merge cut from its call, one whole call, a decode without its merge.
         let l = parse_raw_csv(H100_DECODE).unwrap();

@@ -217,8 +217,8 @@ mod tests {
     use super::*;
     use fp8_sdpa::{Arch, Family, Precision};
 
-    /// The decode family's FP8-KV D128 space measured exhaustively on the H100 (round 24,
-    /// run 122): every valid variant's gate and time.
+    /// The decode family's FP8-KV D128 space measured exhaustively on the H100: every valid
+    /// variant's gate and time.
     const H100_DECODE: &str =
         include_str!("../../tests/fixtures/tune/h100_decode_fp8kv_d128.jsonl");
 
@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn the_fixture_lies_in_the_space() {
-        // Measured with the staged decode (round 24, run 122); fragment decode freed shared
+        // Measured with the staged decode; fragment decode freed shared
         // memory since, so the space holds more valid variants than the fixture measured,
         // and the replay counts those as failed at the first gate.
         let (space, r) = replay();

@@ -105,7 +105,7 @@ impl Space {
                 "hopper.m128.n128.w12.s2.b1.w4ex",
             ),
             // Portable: `Persistent` is the stream (persistent decoupled sync, 8-bit K/V; the
-            // rules reject it with block or light sync since round 27).
+            // rules reject it with block or light sync).
             Family::Portable => (
                 vec![
                     d(Persistent, Macro, &[0, 1]),
@@ -122,7 +122,7 @@ impl Space {
             ),
             // Decode: warps split each key step (their count is the CTA's structure), the
             // ring depth, then each warp's keys per step and CTAs per SM (which also sets the
-            // split count). Keys per warp rather than tile N: run 122's exhaustive FP8-KV
+            // split count). Keys per warp rather than tile N: the exhaustive FP8-KV
             // space ranked by keys per warp (16 best at every warp count), a ridge across
             // (tile N, warps) that per-knob crossover cannot follow; from 128 keys per warp
             // every variant was at least 1.096x the best.
