@@ -79,7 +79,8 @@ impl AttnShape {
     }
     /// Fewest keys of a decode-shaped call. Measured on the H100: from 4k keys the decode
     /// family runs at the copy ceiling's rate; at 32 keys (B1 H1 Sq 32) it took 4.8 µs
-    /// against the portable tile's 2.4 (runs 115 and 121). Between them it is not measured.
+    /// against the portable tile's 2.4 (perf-notes: Decode family). Between them it is not
+    /// measured.
     pub const DECODE_MIN_KEYS: usize = 1024;
     /// The decode family's limit on query rows per kv head (issue 27: Sq x group <= 64).
     pub const DECODE_ROWS: usize = 64;
