@@ -7,12 +7,12 @@ mod common;
 
 use candle_core::{DType, Device, Result, Tensor};
 use common::{cumulative, err_msg, uniform, uniform3, values};
-use fp8_sdpa::metrics::Thresholds;
 use fp8_sdpa::Precision;
 use fp8_sdpa_candle::{
     dequantize_e4m3, flash_attn, flash_attn_fp8kv, flash_attn_varlen, quantize_e4m3,
     quantize_e4m3_with, reference, Fp8KvCache, Fp8KvCacheConfig,
 };
+use sdpa_harness::metrics::Thresholds;
 
 const CPU: Device = Device::Cpu;
 

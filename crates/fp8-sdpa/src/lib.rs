@@ -7,15 +7,14 @@
 //! - [`libs`]: finding NVRTC and the driver at run time;
 //! - [`compile`]: NVRTC to CUBIN, the ptxas resource report, the disk cache;
 //! - [`kernels`]: the embedded CUDA sources and the registry of shipped variants;
-//! - [`gates`]: the offline resource gates;
 //! - [`fp8`]: the E4M3 and simulated-FP8 codecs;
-//! - [`reference`]: the float64 CPU reference; [`metrics`]: error metrics and thresholds;
-//! - [`inputs`]: deterministic test inputs;
+//! - [`reference`](mod@reference): the float64 CPU reference;
 //! - [`runtime`]: device, module loading, the attention call.
+//!
+//! The lab (test cases, inputs, metrics, resource gates, codec checks) lives in the
+//! `sdpa-harness` crate, which depends on this one.
 
 pub mod arch;
-pub mod cases;
-pub mod codec_check;
 pub mod compile;
 pub mod cp;
 pub mod dispatch;
@@ -24,12 +23,8 @@ pub mod error;
 pub mod fp8;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod gates;
-pub mod harness;
-pub mod inputs;
 pub mod kernels;
 pub mod libs;
-pub mod metrics;
 pub mod problem;
 pub mod reference;
 pub mod runtime;

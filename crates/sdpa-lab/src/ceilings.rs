@@ -33,12 +33,12 @@ fn time_ceiling(stream: &Arc<CudaStream>, op: impl FnMut(usize) -> Result<()>) -
 /// Random-looking, never-zero data: GEMM speed depends on the bits (zeros run faster).
 /// `stream` picks an independent ChaCha stream of the seed (0 is what the fp16/bf16 GEMMs use).
 fn pattern<T: Copy>(stream: u64, n: usize, conv: impl Fn(f32) -> T) -> Vec<T> {
-    let base = fp8_sdpa::inputs::generate_stream(
+    let base = sdpa_harness::inputs::generate_stream(
         42,
         stream,
         1 << 16,
         64,
-        fp8_sdpa::inputs::Distribution::Normal,
+        sdpa_harness::inputs::Distribution::Normal,
     );
     (0..n)
         .map(|i| conv(base[i % base.len()] + (i / base.len()) as f32 * 1e-3))

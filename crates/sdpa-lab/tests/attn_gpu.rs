@@ -2,12 +2,12 @@
 //! float64 CPU reference. Run on the device machine with `--include-ignored`; set
 //! `SDPA_LAB_BIN` when the binary is not where cargo built it.
 
-use fp8_sdpa::inputs::{encode, generate, Distribution};
-use fp8_sdpa::metrics::Thresholds;
 use fp8_sdpa::reference;
 use fp8_sdpa::{AttnShape, DType, Precision};
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
+use sdpa_harness::inputs::{encode, generate, Distribution};
+use sdpa_harness::metrics::Thresholds;
 
 mod common;
 use common::bin;
@@ -100,7 +100,7 @@ fn attn_round_trips_a_safetensors_file() {
         let f = SafeTensors::deserialize(&bytes).unwrap();
         let o = f.tensor("o").unwrap();
         assert_eq!(o.shape(), &qd);
-        let got = fp8_sdpa::harness::decode_out(precision.out(), o.data());
+        let got = sdpa_harness::harness::decode_out(precision.out(), o.data());
         let deq = |i: usize, dims| {
             reference::dequantize(
                 enc[i].dtype,

@@ -3,15 +3,15 @@
 //! sequence's keys gathered back out of the pages. Run the GPU test on the device machine
 //! with `--include-ignored`; set `SDPA_LAB_BIN` when the binary is not where cargo built it.
 
-use fp8_sdpa::harness::{decode_out, LSE_ATOL, LSE_RTOL};
-use fp8_sdpa::inputs::{encode, generate, Distribution, Encoded};
-use fp8_sdpa::metrics::{compare, Thresholds};
 use fp8_sdpa::reference::{self, RefOutput};
 use fp8_sdpa::{AttnShape, DType, Precision};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
+use sdpa_harness::harness::{decode_out, LSE_ATOL, LSE_RTOL};
+use sdpa_harness::inputs::{encode, generate, Distribution, Encoded};
+use sdpa_harness::metrics::{compare, Thresholds};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -4,13 +4,13 @@
 //! the float64 CPU reference. Run the GPU tests on the device machine with
 //! `--include-ignored`; set `SDPA_LAB_BIN` when the binary is not where cargo built it.
 
-use fp8_sdpa::cases::{HostVarlenCase, PagedLayout, VarlenCaseSpec};
-use fp8_sdpa::harness::{decode_out, LSE_ATOL, LSE_RTOL};
-use fp8_sdpa::inputs::Distribution;
-use fp8_sdpa::metrics::{compare, Thresholds};
 use fp8_sdpa::{DType, Precision, VarlenShape};
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
+use sdpa_harness::cases::{HostVarlenCase, PagedLayout, VarlenCaseSpec};
+use sdpa_harness::harness::{decode_out, LSE_ATOL, LSE_RTOL};
+use sdpa_harness::inputs::Distribution;
+use sdpa_harness::metrics::{compare, Thresholds};
 use std::path::Path;
 use std::process::{Command, Output};
 

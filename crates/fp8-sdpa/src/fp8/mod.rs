@@ -17,8 +17,10 @@ pub(crate) fn element_count(dims: [usize; 4]) -> Result<usize> {
         .ok_or_else(|| Error::InvalidInput(format!("tensor dims {dims:?} overflow usize")))
 }
 
-/// Checks that `len` elements make a `[batch, seq, heads, dim]` tensor.
-pub(crate) fn check_len(len: usize, dims: [usize; 4], what: &str) -> Result<()> {
+/// Checks that `len` elements make a `[batch, seq, heads, dim]` tensor. Public (hidden) for
+/// `sdpa-harness`, whose encoders check lengths the same way.
+#[doc(hidden)]
+pub fn check_len(len: usize, dims: [usize; 4], what: &str) -> Result<()> {
     let want = element_count(dims)?;
     if len != want {
         return Err(Error::InvalidInput(format!(

@@ -8,7 +8,6 @@ use crate::bench::stats::Stats;
 use crate::bench::suites::{cases, BenchCase, Suite, TimingMode};
 use crate::timing::{time_runs, Flusher, Protocol};
 use cudarc::driver::{CudaSlice, CudaStream};
-use fp8_sdpa::metrics::Thresholds;
 use fp8_sdpa::runtime::{
     Attention, CallOptions, Descale, Device, IdxRef, KernelChoice, PagedAttention, PagedKv,
     TensorMut, TensorRef, VecRef,
@@ -18,6 +17,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rayon::prelude::*;
+use sdpa_harness::metrics::Thresholds;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -98,8 +98,12 @@ struct PagedTable {
 /// In parallel: the decode suite's caches reach 2^30 elements.
 fn pattern_bytes(dtype: DType, n: usize, salt: u64) -> Result<Vec<u8>> {
     const CHUNK: usize = 1 << 16;
-    let base =
-        fp8_sdpa::inputs::generate(salt, 1 << 16, 64, fp8_sdpa::inputs::Distribution::Normal);
+    let base = sdpa_harness::inputs::generate(
+        salt,
+        1 << 16,
+        64,
+        sdpa_harness::inputs::Distribution::Normal,
+    );
     let size = dtype.size();
     let mut out = vec![0u8; n * size];
     out.par_chunks_mut(CHUNK * size)
@@ -117,7 +121,7 @@ fn pattern_bytes(dtype: DType, n: usize, salt: u64) -> Result<Vec<u8>> {
                     .iter()
                     .map(|&x| fp8_sdpa::fp8::simfp8::encode(x, 1.0 / 16.0))
                     .collect(),
-                _ => fp8_sdpa::inputs::to_bytes(dtype, &vals)?,
+                _ => sdpa_harness::inputs::to_bytes(dtype, &vals)?,
             };
             bytes.copy_from_slice(&enc);
             Ok(())
@@ -333,7 +337,10 @@ fn read_out(stream: &Arc<CudaStream>, case: &BenchCase, inp: &Inputs) -> Result<
     let bytes = stream
         .clone_dtoh(&inp.o)
         .map_err(Error::driver("reading O"))?;
-    Ok(fp8_sdpa::harness::decode_out(case.precision.out(), &bytes))
+    Ok(sdpa_harness::harness::decode_out(
+        case.precision.out(),
+        &bytes,
+    ))
 }
 
 /// Times one variant on one case; the row carries stats and correctness against the GPU
@@ -638,12 +645,19 @@ mod tests {
 
     #[test]
     fn parallel_pattern_matches_the_sequential_definition() {
-        let base =
-            fp8_sdpa::inputs::generate(5, 1 << 16, 64, fp8_sdpa::inputs::Distribution::Normal);
+        let base = sdpa_harness::inputs::generate(
+            5,
+            1 << 16,
+            64,
+            sdpa_harness::inputs::Distribution::Normal,
+        );
         let n = (1 << 16) * 2 + 123; // crosses chunk boundaries
         let got = pattern_bytes(DType::F16, n, 5).unwrap();
         let vals: Vec<f32> = (0..n).map(|i| base[(i * 7 + 5) % base.len()]).collect();
-        assert_eq!(got, fp8_sdpa::inputs::to_bytes(DType::F16, &vals).unwrap());
+        assert_eq!(
+            got,
+            sdpa_harness::inputs::to_bytes(DType::F16, &vals).unwrap()
+        );
         let e = pattern_bytes(DType::E4m3, 1000, 5).unwrap();
         assert_eq!(
             e[999],

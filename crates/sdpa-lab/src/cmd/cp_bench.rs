@@ -8,10 +8,10 @@ use cudarc::driver::CudaSlice;
 use cudarc::nccl::safe::{Comm, Id};
 use fp8_sdpa::cp::plan::chunks_of;
 use fp8_sdpa::cp::ring::{Local, Ring};
-use fp8_sdpa::inputs::{self, Distribution};
-use fp8_sdpa::metrics::Thresholds;
 use fp8_sdpa::runtime::{Attention, CallOptions, Descale, Device, TensorMut, TensorRef, VecRef};
 use fp8_sdpa::{AttnParams, DType, Error, Layout, Precision, Result};
+use sdpa_harness::inputs::{self, Distribution};
+use sdpa_harness::metrics::Thresholds;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -479,11 +479,11 @@ fn rank_main(a: &Args, r: usize) -> Result<ExitCode> {
         ring.run(&dev, &stream, &q_loc, &mut o_loc, params)
     })?;
     // Compare this rank's rows with the single-GPU output's.
-    let full = fp8_sdpa::harness::decode_out(
+    let full = sdpa_harness::harness::decode_out(
         DType::Bf16,
         &stream.clone_dtoh(&o_full).map_err(drv("reading O"))?,
     );
-    let mine = fp8_sdpa::harness::decode_out(
+    let mine = sdpa_harness::harness::decode_out(
         DType::Bf16,
         &stream.clone_dtoh(&o_loc).map_err(drv("reading O"))?,
     );

@@ -9,14 +9,14 @@ use crate::tune::cache::{Cache, Key};
 use crate::tune::evo::{self, Eval, Gate, Objective, Outcome};
 use crate::tune::space::{Genome, Space};
 use cudarc::driver::CudaStream;
-use fp8_sdpa::cases::{CaseSpec, HostCase};
 use fp8_sdpa::compile::Compiler;
-use fp8_sdpa::harness::{judge, DeviceCase};
-use fp8_sdpa::inputs::Distribution;
 use fp8_sdpa::runtime::{CallOptions, Device, KernelChoice};
 use fp8_sdpa::tuned::{ShapeBucket, ShapeClass, TunedEntry, TunedTable};
 use fp8_sdpa::{AttnParams, AttnShape, Error, Family, Layout, Precision, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use sdpa_harness::cases::{CaseSpec, HostCase};
+use sdpa_harness::harness::{judge, DeviceCase};
+use sdpa_harness::inputs::Distribution;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -266,7 +266,7 @@ impl Gpu<'_> {
         match self.compiler.compile(&spec, space.arch) {
             Err(e) => return Eval::failed(Gate::Compile, e.to_string()),
             Ok(c) => {
-                let v = fp8_sdpa::gates::check(&c);
+                let v = sdpa_harness::gates::check(&c);
                 if !v.is_empty() {
                     let why: Vec<String> = v
                         .iter()
@@ -854,7 +854,7 @@ fn offline(
         .map(|g| match compiler.compile(&space.spec(g), arch) {
             Err(e) => Eval::failed(Gate::Compile, e.to_string()),
             Ok(c) => {
-                let v = fp8_sdpa::gates::check(&c);
+                let v = sdpa_harness::gates::check(&c);
                 if v.is_empty() {
                     Eval {
                         gate: Gate::Correctness,

@@ -7,20 +7,20 @@
 //! K/V (rows `+paged` in the JSON: `paged` holds the page size). Plus the exhaustive FP8 codec
 //! checks.
 
-use fp8_sdpa::cases::{
-    decode_varlen_verify_shapes, decode_verify_shapes, varlen_verify_shapes, verify_shapes,
-    CaseSpec, HostCase, HostVarlenCase, VarlenCaseSpec,
-};
-use fp8_sdpa::codec_check;
-use fp8_sdpa::harness::{
-    judge, seeds_gate_applies, DeviceCase, DevicePagedVarlenCase, DeviceVarlenCase, Verdict,
-};
-use fp8_sdpa::inputs::Distribution;
 use fp8_sdpa::kernels::registry;
 use fp8_sdpa::runtime::varlen::reads_varlen;
 use fp8_sdpa::runtime::{CallOptions, KernelChoice};
 use fp8_sdpa::{AttnParams, AttnShape, Family, KernelSpec, Layout, Precision, VarlenShape};
 use indicatif::{ProgressBar, ProgressStyle};
+use sdpa_harness::cases::{
+    decode_varlen_verify_shapes, decode_verify_shapes, varlen_verify_shapes, verify_shapes,
+    CaseSpec, HostCase, HostVarlenCase, VarlenCaseSpec,
+};
+use sdpa_harness::codec_check;
+use sdpa_harness::harness::{
+    judge, seeds_gate_applies, DeviceCase, DevicePagedVarlenCase, DeviceVarlenCase, Verdict,
+};
+use sdpa_harness::inputs::Distribution;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -362,7 +362,7 @@ fn verify_varlen(
             check_descales: true,
             ..CallOptions::default()
         };
-        let mut push = |run: fp8_sdpa::Result<fp8_sdpa::harness::RunOutput>,
+        let mut push = |run: fp8_sdpa::Result<sdpa_harness::harness::RunOutput>,
                         unchanged: &dyn Fn() -> fp8_sdpa::Result<bool>,
                         page: Option<usize>|
          -> fp8_sdpa::Result<()> {

@@ -4,7 +4,7 @@
 //! and which the tensor core's reduced-precision additions in S = Q.K^T, and what splitting
 //! S into chains added in fp32 would buy, before any device time is spent.
 //!
-//! `cargo run --release -p fp8-sdpa --example wgmma_accumulation [-- BITS...]`
+//! `cargo run --release -p sdpa-harness --example wgmma_accumulation [-- BITS...]`
 //!
 //! Model of one k32 step of the 8-bit wgmma (DeepSeek-V3's report: its additions keep about
 //! 14 bits): the 32 products are exact, they and the accumulator are aligned to the largest
@@ -14,15 +14,21 @@
 //! for P.V (each block's P.V in its own accumulator, added to O in fp32), l from the unrounded P.
 //!
 //! With 13 bits the model reproduces the LSE errors the H100 gave on verify's D128 causal
+<<<<<<< HEAD:crates/fp8-sdpa/examples/wgmma_accumulation.rs
 //! outlier cases to three digits (0.980, 0.595, 0.336 with one chain, 0.498 with two;
 //! perf-notes: verify's LSE bound), so it predicted, before the GPU confirmed, that two chains
 //! fix O's failure.
 use fp8_sdpa::cases::{self, CaseSpec, HostCase, HostVarlenCase, VarlenCaseSpec};
+=======
+//! outlier cases to three digits (0.980, 0.595, 0.336 with one chain, 0.498 with two; runs 157
+//! and 181), so it predicted, before the GPU confirmed, that two chains fix O's failure.
+>>>>>>> h9-labcrate:crates/sdpa-harness/examples/wgmma_accumulation.rs
 use fp8_sdpa::fp8::e4m3;
-use fp8_sdpa::inputs::Distribution;
 use fp8_sdpa::reference::visible_keys;
 use fp8_sdpa::{AttnShape, Layout, Precision, VarlenShape};
 use rayon::prelude::*;
+use sdpa_harness::cases::{self, CaseSpec, HostCase, HostVarlenCase, VarlenCaseSpec};
+use sdpa_harness::inputs::Distribution;
 
 const TILE_N: usize = 128;
 
@@ -85,7 +91,7 @@ struct Seq {
 /// descales), the sequences, the causal flag, and the float64 reference (O token-major, LSE at
 /// `lse_at(seq, h, i)`).
 struct Problem<'a> {
-    enc: &'a [fp8_sdpa::inputs::Encoded; 3],
+    enc: &'a [sdpa_harness::inputs::Encoded; 3],
     heads_q: usize,
     heads_kv: usize,
     d: usize,

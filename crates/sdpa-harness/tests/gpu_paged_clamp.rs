@@ -13,19 +13,19 @@
 //! machine:
 //!
 //! ```text
-//! cargo test -p fp8-sdpa --test gpu_paged_clamp --no-run
+//! cargo test -p sdpa-harness --test gpu_paged_clamp --no-run
 //! compute-sanitizer --tool memcheck --error-exitcode 1 \
 //!     $(ls -t target/debug/deps/gpu_paged_clamp-* | grep -v '\.d$' | head -1) --include-ignored --test-threads 1
 //! ```
 //!
 //! Run on the device machine with `--include-ignored`; without a GPU they fail, never skip.
 
-use fp8_sdpa::harness::decode_out;
 use fp8_sdpa::runtime::{
     CallOptions, Descale, Device, IdxRef, KernelChoice, PagedAttention, PagedAttentionVarlen,
     PagedKv, TensorMut, TensorRef, VecMut, VecRef,
 };
 use fp8_sdpa::{AttnParams, DType, Family, Layout};
+use sdpa_harness::harness::decode_out;
 use std::sync::Arc;
 
 const HQ: usize = 8;

@@ -2,11 +2,11 @@
 //! through the hardware (sm_89+) and software encoders, every code through both decoders,
 //! and the quantize kernel against the CPU quantizer, bit for bit.
 
-use crate::error::{Error, Result};
-use crate::fp8::e4m3;
-use crate::kernels;
-use crate::runtime::Device;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use fp8_sdpa::error::{Error, Result};
+use fp8_sdpa::fp8::e4m3;
+use fp8_sdpa::kernels;
+use fp8_sdpa::runtime::Device;
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -180,9 +180,9 @@ pub fn quantize_check(
     dims: [usize; 4],
     seed: u64,
 ) -> Result<Vec<CodecCheck>> {
-    use crate::dtype::DType;
-    use crate::runtime::quantize::quantize_e4m3;
-    use crate::runtime::TensorRef;
+    use fp8_sdpa::dtype::DType;
+    use fp8_sdpa::runtime::quantize::quantize_e4m3;
+    use fp8_sdpa::runtime::TensorRef;
     let n: usize = dims.iter().product();
     let raw = crate::inputs::generate(seed, n, dims[3], crate::inputs::Distribution::Outliers);
     let mut out = Vec::new();
@@ -201,7 +201,7 @@ pub fn quantize_check(
             .alloc_zeros::<f32>(dims[0] * dims[2])
             .map_err(Error::driver("allocating"))?;
         {
-            let x = TensorRef::contiguous(&d_in, stream, dtype, dims, crate::Layout::Bshd)?;
+            let x = TensorRef::contiguous(&d_in, stream, dtype, dims, fp8_sdpa::Layout::Bshd)?;
             quantize_e4m3(dev, stream, &x, &mut codes, &mut ds)?;
         }
         let got_codes = stream

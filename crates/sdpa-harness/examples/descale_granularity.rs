@@ -3,14 +3,14 @@
 //! the unquantized inputs. Only the inputs' quantization is measured here; a kernel adds its
 //! own rounding (P in E4M3, 16-bit output) on top.
 //!
-//! `cargo run --release -p fp8-sdpa --example descale_granularity`
+//! `cargo run --release -p sdpa-harness --example descale_granularity`
 //!
 //! Inputs: the verify distributions `normal` and `outliers`, with every head at the same scale
 //! or with head h of Q, K and V scaled by 2^(h - 7) (a 128x spread between heads, as when a
 //! few heads carry most of the magnitude) or 4^(h - 7) (16384x).
 use fp8_sdpa::fp8::e4m3;
-use fp8_sdpa::inputs::{generate_qkv, Distribution};
 use fp8_sdpa::{reference, AttnShape, DType};
+use sdpa_harness::inputs::{generate_qkv, Distribution};
 
 /// Scales head h of a BSHD tensor by `f(h)`.
 fn scale_heads(x: &mut [f32], heads: usize, d: usize, f: impl Fn(usize) -> f32) {

@@ -2,11 +2,11 @@
 //! encoded as the kernels take them (16-bit values, or FP8 codes with descales), plus the
 //! float64 references they are judged against.
 
-use crate::dtype::Precision;
-use crate::error::Result;
 use crate::inputs::{self, encode, Distribution, Encoded};
-use crate::problem::{AttnShape, Layout, VarlenShape};
-use crate::reference::{self, RefOutput};
+use fp8_sdpa::dtype::Precision;
+use fp8_sdpa::error::Result;
+use fp8_sdpa::problem::{AttnShape, Layout, VarlenShape};
+use fp8_sdpa::reference::{self, RefOutput};
 use serde::{Deserialize, Serialize};
 
 /// What a case is: shape, precision, mask, layout, inputs.
@@ -213,7 +213,7 @@ impl HostVarlenCase {
         }
         let enc: [Encoded; 3] = enc
             .try_into()
-            .map_err(|_| crate::Error::InvalidInput("three inputs".into()))?;
+            .map_err(|_| fp8_sdpa::Error::InvalidInput("three inputs".into()))?;
         Ok(HostVarlenCase { spec, enc })
     }
 
@@ -533,7 +533,7 @@ mod tests {
             assert_eq!(l.table.len(), 4 * l.max_pages);
             assert_eq!(l.seqlens_k, [40, 0, 17, 16]);
             // The library's own table check accepts it.
-            crate::runtime::validate::check_page_table(
+            fp8_sdpa::runtime::validate::check_page_table(
                 &l.table,
                 &l.seqlens_k,
                 l.max_pages,

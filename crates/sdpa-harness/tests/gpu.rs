@@ -1,13 +1,12 @@
 //! GPU tests: run on the device machine with `--include-ignored` (CI has no GPU, so they are
 //! ignored there, never skipped silently: without a GPU they fail).
 
-use fp8_sdpa::cases::{CaseSpec, HostCase};
-use fp8_sdpa::harness::{judge, DeviceCase};
-use fp8_sdpa::inputs::Distribution;
 use fp8_sdpa::runtime::{Attention, CallOptions, Device, KernelChoice, TensorMut, TensorRef};
-use fp8_sdpa::{
-    codec_check, Arch, AttnParams, AttnShape, DType, Error, KernelSpec, Layout, Precision, Variant,
-};
+use fp8_sdpa::{Arch, AttnParams, AttnShape, DType, Error, KernelSpec, Layout, Precision, Variant};
+use sdpa_harness::cases::{CaseSpec, HostCase};
+use sdpa_harness::codec_check;
+use sdpa_harness::harness::{judge, DeviceCase};
+use sdpa_harness::inputs::Distribution;
 use std::sync::Arc;
 
 fn device() -> Device {
@@ -593,7 +592,7 @@ fn paged_cache_matches_the_cpu_reference() {
                 .unwrap();
         }
         stream.synchronize().unwrap();
-        let o_host = fp8_sdpa::harness::decode_out(out_t, &stream.clone_dtoh(&o).unwrap());
+        let o_host = sdpa_harness::harness::decode_out(out_t, &stream.clone_dtoh(&o).unwrap());
         let lse_host = stream.clone_dtoh(&lse).unwrap();
         // The reference, sequence by sequence on its own keys.
         let deq = |i: usize, dims: [usize; 4], heads: usize| {
@@ -627,7 +626,7 @@ fn paged_cache_matches_the_cpu_reference() {
             want.lse.extend(r.lse);
             want.score_magnitude.extend(r.score_magnitude);
         }
-        let got = fp8_sdpa::harness::RunOutput {
+        let got = sdpa_harness::harness::RunOutput {
             o: o_host,
             lse: lse_host,
             launched: fp8_sdpa::runtime::Launched {

@@ -1,8 +1,8 @@
 //! Deterministic test inputs: the same seed gives the same data on every machine
 //! (ChaCha8), and the distributions aim at the places attention kernels break.
 
-use crate::fp8::{e4m3, simfp8};
-use crate::{AttnShape, DType, Error, Result};
+use fp8_sdpa::fp8::{e4m3, simfp8};
+use fp8_sdpa::{AttnShape, DType, Error, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution as _, StandardNormal};
@@ -149,7 +149,7 @@ pub fn generate_qkv(
 
 /// Encodes values to little-endian bytes of an unscaled type: f16 and bf16 round to nearest
 /// even (NaN stays NaN, overflow becomes ±inf as the GPU's `cvt.rn` does), f32 is copied.
-/// Scaled types need descales: use [`encode`] or the quantizers in [`crate::fp8`].
+/// Scaled types need descales: use [`encode`] or the quantizers in [`fp8_sdpa::fp8`].
 pub fn to_bytes(dtype: DType, values: &[f32]) -> Result<Vec<u8>> {
     Ok(match dtype {
         DType::F16 => values
@@ -185,7 +185,7 @@ pub struct Encoded {
 /// quantizers ([`e4m3::quantize`], [`simfp8::quantize`]). Errors on a length mismatch and
 /// (simulated FP8) on NaN.
 pub fn encode(dtype: DType, values: &[f32], dims: [usize; 4]) -> Result<Encoded> {
-    crate::fp8::check_len(values.len(), dims, "tensor")?;
+    fp8_sdpa::fp8::check_len(values.len(), dims, "tensor")?;
     let (bytes, descales) = match dtype {
         DType::E4m3 => {
             let (c, d) = e4m3::quantize(values, dims)?;
@@ -343,7 +343,8 @@ mod tests {
             assert_eq!(e.bytes.len(), 240 * dt.size());
             assert_eq!(e.descales.is_some(), dt.is_scaled());
             let back =
-                crate::reference::dequantize(dt, &e.bytes, e.descales.as_deref(), dims, 3).unwrap();
+                fp8_sdpa::reference::dequantize(dt, &e.bytes, e.descales.as_deref(), dims, 3)
+                    .unwrap();
             // worst relative step: bf16 2^-8, E4M3 2^-4; simfp8 half a step of amax/127
             for (i, (&x, &y)) in v.iter().zip(&back).enumerate() {
                 let x = f64::from(x);

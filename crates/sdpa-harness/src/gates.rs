@@ -2,7 +2,7 @@
 //! stack frame, needs more shared memory than the arch allows, uses more registers than its
 //! variant declares, or carries relocations in its code is rejected before anything is timed.
 
-use crate::compile::Compiled;
+use fp8_sdpa::compile::Compiled;
 use serde::{Deserialize, Serialize};
 
 /// One violated gate.
@@ -129,8 +129,8 @@ pub fn code_relocations(elf: &[u8]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compile::{Origin, ResourceUsage};
-    use crate::{Arch, KernelSpec, Precision, Variant};
+    use fp8_sdpa::compile::{Origin, ResourceUsage};
+    use fp8_sdpa::{Arch, KernelSpec, Precision, Variant};
 
     fn compiled(r: ResourceUsage) -> Compiled {
         Compiled {

@@ -3,11 +3,6 @@
 //! output and LSE poisoned before each run, inputs and offsets checked unchanged. Run on the device machine with `--include-ignored`; without a GPU they
 //! fail, never skip.
 
-use fp8_sdpa::cases::{
-    decode_varlen_verify_shapes, varlen_verify_shapes, HostVarlenCase, VarlenCaseSpec,
-};
-use fp8_sdpa::harness::{judge, DevicePagedVarlenCase, DeviceVarlenCase};
-use fp8_sdpa::inputs::Distribution;
 use fp8_sdpa::kernels::registry;
 use fp8_sdpa::runtime::varlen::reads_varlen;
 use fp8_sdpa::runtime::{
@@ -15,6 +10,11 @@ use fp8_sdpa::runtime::{
     TensorMut, TensorRef, VecMut,
 };
 use fp8_sdpa::{AttnParams, DType, Error, Family, KernelSpec, Precision, VarlenShape};
+use sdpa_harness::cases::{
+    decode_varlen_verify_shapes, varlen_verify_shapes, HostVarlenCase, VarlenCaseSpec,
+};
+use sdpa_harness::harness::{judge, DevicePagedVarlenCase, DeviceVarlenCase};
+use sdpa_harness::inputs::Distribution;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 

@@ -12,13 +12,13 @@
 //! defaults, and the decode family's varlen and paged defaults. Each is forced onto the two
 //! shapes, so a default picked only for long sequences is still checked on short ones.
 
-use fp8_sdpa::cases::{CaseSpec, HostCase, HostVarlenCase, VarlenCaseSpec};
-use fp8_sdpa::harness::{judge, DeviceCase, DevicePagedVarlenCase, DeviceVarlenCase};
-use fp8_sdpa::inputs::Distribution;
 use fp8_sdpa::kernels::registry;
 use fp8_sdpa::runtime::{CallOptions, Device, KernelChoice};
 use fp8_sdpa::{dispatch, AttnParams, AttnShape, Family, KernelSpec, Layout, Precision};
 use fp8_sdpa::{Variant, VarlenShape};
+use sdpa_harness::cases::{CaseSpec, HostCase, HostVarlenCase, VarlenCaseSpec};
+use sdpa_harness::harness::{judge, DeviceCase, DevicePagedVarlenCase, DeviceVarlenCase};
+use sdpa_harness::inputs::Distribution;
 use std::collections::BTreeMap;
 
 fn device() -> Device {

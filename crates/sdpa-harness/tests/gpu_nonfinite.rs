@@ -6,12 +6,18 @@
 //! slow to ship, are in docs/results/2026-11-28-issue44/nonfinite-portable-decode.patch. Run
 //! on the device machine with `--include-ignored`; without a GPU they fail, never skip.
 
+<<<<<<< HEAD:crates/fp8-sdpa/tests/gpu_nonfinite.rs
 use fp8_sdpa::cases::{CaseSpec, HostCase};
 use fp8_sdpa::harness::judge;
 use fp8_sdpa::inputs::Distribution;
+=======
+>>>>>>> h9-labcrate:crates/sdpa-harness/tests/gpu_nonfinite.rs
 use fp8_sdpa::runtime::{CallOptions, Device};
 use fp8_sdpa::runtime::{TensorMut, TensorRef};
 use fp8_sdpa::{AttnParams, AttnShape, KernelSpec, Layout, Precision, Variant};
+use sdpa_harness::cases::{CaseSpec, HostCase};
+use sdpa_harness::harness::judge;
+use sdpa_harness::inputs::Distribution;
 
 fn device() -> Device {
     Device::open(0).expect("these tests need a GPU (run them on the device machine)")
@@ -148,7 +154,7 @@ fn paged_decode_ignores_nan_past_each_sequence_end() {
                 .unwrap();
         }
         stream.synchronize().unwrap();
-        let o_host = fp8_sdpa::harness::decode_out(out_t, &stream.clone_dtoh(&o).unwrap());
+        let o_host = sdpa_harness::harness::decode_out(out_t, &stream.clone_dtoh(&o).unwrap());
         let lse_host = stream.clone_dtoh(&lse).unwrap();
         // The reference, sequence by sequence on its own keys.
         let deq = |i: usize, dims: [usize; 4], heads: usize| {
@@ -182,7 +188,7 @@ fn paged_decode_ignores_nan_past_each_sequence_end() {
             want.lse.extend(r.lse);
             want.score_magnitude.extend(r.score_magnitude);
         }
-        let got = fp8_sdpa::harness::RunOutput {
+        let got = sdpa_harness::harness::RunOutput {
             o: o_host,
             lse: lse_host,
             launched: fp8_sdpa::runtime::Launched {

@@ -3,14 +3,14 @@
 //! inputs checked unchanged.
 
 use crate::cases::{from_layout, to_layout, HostCase, HostVarlenCase, PagedLayout};
-use crate::dtype::DType;
-use crate::error::{Error, Result};
-use crate::problem::AttnParams;
-use crate::runtime::{
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use fp8_sdpa::dtype::DType;
+use fp8_sdpa::error::{Error, Result};
+use fp8_sdpa::problem::AttnParams;
+use fp8_sdpa::runtime::{
     Attention, AttentionVarlen, CallOptions, Descale, Device, IdxRef, Launched,
     PagedAttentionVarlen, PagedKv, TensorMut, TensorRef, VecMut, VecRef,
 };
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use std::sync::Arc;
 
 /// A case's buffers on the device.
@@ -440,14 +440,14 @@ impl DevicePagedVarlenCase {
                         st,
                         kv_t,
                         pool,
-                        crate::Layout::Bshd,
+                        fp8_sdpa::Layout::Bshd,
                     )?,
                     v_cache: TensorRef::contiguous(
                         &self.pools[1],
                         st,
                         kv_t,
                         pool,
-                        crate::Layout::Bshd,
+                        fp8_sdpa::Layout::Bshd,
                     )?,
                     block_table: IdxRef::new(table, st),
                     max_pages: l.max_pages,
@@ -541,7 +541,7 @@ pub const LSE_ATOL: f64 = 2e-3;
 pub const LSE_RTOL: f64 = 2e-4;
 
 /// The LSE bound for what a kernel computes: element `i` is bad when `|err| > atol +
-/// rtol·|ref| + per_magnitude · score_magnitude[i]` ([`crate::reference::RefOutput::score_magnitude`]).
+/// rtol·|ref| + per_magnitude · score_magnitude[i]` ([`fp8_sdpa::reference::RefOutput::score_magnitude`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LseBound {
     /// Absolute tolerance.
@@ -562,7 +562,7 @@ pub struct LseBound {
 /// by 30); and 2^-13 of the row's score magnitude (the largest Σ|q·k|·scale), for rows whose
 /// scores are small beside their products (signs cancelling), where the first term is no
 /// bound: the model's worst error there is 2^-15 of that magnitude.
-pub fn lse_tolerances(spec: &crate::variant::KernelSpec) -> LseBound {
+pub fn lse_tolerances(spec: &fp8_sdpa::variant::KernelSpec) -> LseBound {
     if crate::metrics::runs_8bit_wgmma(spec) {
         let d = f64::from(spec.head_dim.max(128));
         LseBound {
@@ -590,10 +590,10 @@ pub fn seeds_gate_applies(spec: &crate::cases::CaseSpec) -> bool {
 
 /// Judges a run against the references; `ref_raw` failures count only when `gate_raw`.
 pub fn judge(
-    precision: crate::dtype::Precision,
+    precision: fp8_sdpa::dtype::Precision,
     out: &RunOutput,
-    ref_deq: &crate::reference::RefOutput,
-    ref_raw: Option<&crate::reference::RefOutput>,
+    ref_deq: &fp8_sdpa::reference::RefOutput,
+    ref_raw: Option<&fp8_sdpa::reference::RefOutput>,
     gate_raw: bool,
     inputs_unchanged: bool,
 ) -> Result<Verdict> {

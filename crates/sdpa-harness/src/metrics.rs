@@ -7,7 +7,7 @@
 //! run), or when the reference is NaN or infinite and the output is not the same (a NaN
 //! input row must give a NaN output row; a fully masked row's LSE is −inf).
 
-use crate::{Error, Precision, Result};
+use fp8_sdpa::{Error, Precision, Result};
 use serde::{Deserialize, Serialize};
 
 /// Error statistics of one output tensor against its reference.
@@ -148,8 +148,8 @@ pub struct Thresholds {
 /// Whether a kernel computes with 8-bit `wgmma` (the Hopper family's full FP8 kernel): its
 /// scores and P·V accumulate at reduced precision and its P is E4M3, so it is judged by
 /// [`Thresholds::for_kernel`]'s E4M3 bounds and `harness::lse_tolerances`' LSE bound.
-pub fn runs_8bit_wgmma(spec: &crate::variant::KernelSpec) -> bool {
-    spec.precision == Precision::Fp8 && spec.variant.family == crate::variant::Family::Hopper
+pub fn runs_8bit_wgmma(spec: &fp8_sdpa::variant::KernelSpec) -> bool {
+    spec.precision == Precision::Fp8 && spec.variant.family == fp8_sdpa::variant::Family::Hopper
 }
 
 impl Thresholds {
@@ -176,7 +176,7 @@ impl Thresholds {
     /// reports them and gates the scale-free bound instead.
     pub fn for_precision(p: Precision) -> Thresholds {
         match p.compute() {
-            crate::DType::Bf16 => Thresholds {
+            fp8_sdpa::DType::Bf16 => Thresholds {
                 atol: 3e-2,
                 rtol: 3e-2,
                 max_abs: None,
@@ -203,7 +203,7 @@ impl Thresholds {
     /// which also rounds O to E4M3, measured 0.034-0.038 on the H100). Limits: atol 0.375
     /// (6u), rtol 0.125 (2u), relative L2 5e-2. A wrong key order, a dropped or doubled
     /// block or a wrong descale moves the relative L2 error to 0.3 or more.
-    pub fn for_kernel(spec: &crate::variant::KernelSpec) -> Thresholds {
+    pub fn for_kernel(spec: &fp8_sdpa::variant::KernelSpec) -> Thresholds {
         if runs_8bit_wgmma(spec) {
             Thresholds {
                 atol: 0.375,
@@ -224,7 +224,7 @@ impl Thresholds {
     /// to few keys can legitimately err by up to amax/32 (3-bit mantissa), so it is
     /// reported only. The seeds' max held for their uint8 code (simulated FP8).
     pub fn seeds_gate(p: Precision) -> Thresholds {
-        let e4m3 = p.q() == crate::DType::E4m3 || p.kv() == crate::DType::E4m3;
+        let e4m3 = p.q() == fp8_sdpa::DType::E4m3 || p.kv() == fp8_sdpa::DType::E4m3;
         Thresholds {
             atol: 0.06,
             rtol: 0.0,
@@ -427,7 +427,7 @@ mod tests {
     /// accumulators, the row sum from unrounded P, P rounded to 16 bits before P·V, O rounded
     /// on store. `drop_last` models a bug: each row misses its last visible key.
     fn model_kernel(
-        s: &crate::AttnShape,
+        s: &fp8_sdpa::AttnShape,
         q: &[f64],
         k: &[f64],
         v: &[f64],
@@ -441,7 +441,7 @@ mod tests {
         for h in 0..s.heads_q {
             let hk = h / s.group();
             for i in 0..s.seq_q {
-                let mut n = crate::reference::visible_keys(i, s.seq_q, s.seq_kv, causal);
+                let mut n = fp8_sdpa::reference::visible_keys(i, s.seq_q, s.seq_kv, causal);
                 if drop_last && n > 1 {
                     n -= 1;
                 }
@@ -469,7 +469,7 @@ mod tests {
     #[test]
     fn modelled_kernel_passes_and_bugs_fail() {
         use crate::inputs::{generate_qkv, Distribution};
-        let s = crate::AttnShape {
+        let s = fp8_sdpa::AttnShape {
             batch: 1,
             seq_q: 96,
             seq_kv: 80,
@@ -490,7 +490,7 @@ mod tests {
                     };
                     let (q, k, v) = (cast(&q), cast(&k), cast(&v));
                     let scale = 1.0 / (s.head_dim as f64).sqrt();
-                    let r = crate::reference::attention(&s, &q, &k, &v, scale, causal).unwrap();
+                    let r = fp8_sdpa::reference::attention(&s, &q, &k, &v, scale, causal).unwrap();
                     let out = model_kernel(&s, &q, &k, &v, causal, round, false);
                     let st = t.compare(&out, &r.o).unwrap();
                     assert!(t.check(&st).is_ok(), "{p} {dist} causal {causal}: {st:?}");
@@ -507,8 +507,8 @@ mod tests {
     #[test]
     fn exact_kernel_on_quantized_inputs_passes_seeds_gate() {
         use crate::inputs::{encode, generate_qkv, Distribution};
-        use crate::DType;
-        let s = crate::AttnShape {
+        use fp8_sdpa::DType;
+        let s = fp8_sdpa::AttnShape {
             batch: 1,
             seq_q: 64,
             seq_kv: 128,
@@ -518,11 +518,11 @@ mod tests {
         };
         let (q, k, v) = generate_qkv(21, &s, Distribution::Normal);
         let scale = 1.0 / 8.0;
-        let exact = crate::reference::attention(
+        let exact = fp8_sdpa::reference::attention(
             &s,
-            &crate::reference::widen(&q),
-            &crate::reference::widen(&k),
-            &crate::reference::widen(&v),
+            &fp8_sdpa::reference::widen(&q),
+            &fp8_sdpa::reference::widen(&k),
+            &fp8_sdpa::reference::widen(&v),
             scale,
             false,
         )
@@ -532,9 +532,10 @@ mod tests {
         for p in [Precision::SimFp8, Precision::Fp8, Precision::Fp8KvF16] {
             let deq = |dt: DType, x: &[f32], dims: [usize; 4]| {
                 let e = encode(dt, x, dims).unwrap();
-                crate::reference::dequantize(dt, &e.bytes, e.descales.as_deref(), dims, 2).unwrap()
+                fp8_sdpa::reference::dequantize(dt, &e.bytes, e.descales.as_deref(), dims, 2)
+                    .unwrap()
             };
-            let r = crate::reference::attention(
+            let r = fp8_sdpa::reference::attention(
                 &s,
                 &deq(p.q(), &q, qd),
                 &deq(p.kv(), &k, kd),
@@ -552,7 +553,7 @@ mod tests {
 
     #[test]
     fn hopper_fp8_is_judged_at_e4m3_p_and_the_rest_by_precision() {
-        use crate::variant::{KernelSpec, Variant};
+        use fp8_sdpa::variant::{KernelSpec, Variant};
         let spec = |key: &str, precision| KernelSpec {
             variant: key.parse::<Variant>().unwrap(),
             precision,
@@ -577,7 +578,7 @@ mod tests {
     #[test]
     fn the_8bit_wgmma_lse_bound_grows_with_the_score_magnitude_only() {
         use crate::harness::lse_tolerances;
-        use crate::variant::{KernelSpec, Variant};
+        use fp8_sdpa::variant::{KernelSpec, Variant};
         let spec = |key: &str, precision| KernelSpec {
             variant: key.parse::<Variant>().unwrap(),
             precision,
