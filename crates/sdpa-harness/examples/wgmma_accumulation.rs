@@ -14,15 +14,9 @@
 //! for P.V (each block's P.V in its own accumulator, added to O in fp32), l from the unrounded P.
 //!
 //! With 13 bits the model reproduces the LSE errors the H100 gave on verify's D128 causal
-<<<<<<< HEAD:crates/fp8-sdpa/examples/wgmma_accumulation.rs
 //! outlier cases to three digits (0.980, 0.595, 0.336 with one chain, 0.498 with two;
 //! perf-notes: verify's LSE bound), so it predicted, before the GPU confirmed, that two chains
 //! fix O's failure.
-use fp8_sdpa::cases::{self, CaseSpec, HostCase, HostVarlenCase, VarlenCaseSpec};
-=======
-//! outlier cases to three digits (0.980, 0.595, 0.336 with one chain, 0.498 with two; runs 157
-//! and 181), so it predicted, before the GPU confirmed, that two chains fix O's failure.
->>>>>>> h9-labcrate:crates/sdpa-harness/examples/wgmma_accumulation.rs
 use fp8_sdpa::fp8::e4m3;
 use fp8_sdpa::reference::visible_keys;
 use fp8_sdpa::{AttnShape, Layout, Precision, VarlenShape};

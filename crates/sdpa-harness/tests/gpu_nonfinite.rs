@@ -6,12 +6,6 @@
 //! slow to ship, are in docs/results/2026-11-28-issue44/nonfinite-portable-decode.patch. Run
 //! on the device machine with `--include-ignored`; without a GPU they fail, never skip.
 
-<<<<<<< HEAD:crates/fp8-sdpa/tests/gpu_nonfinite.rs
-use fp8_sdpa::cases::{CaseSpec, HostCase};
-use fp8_sdpa::harness::judge;
-use fp8_sdpa::inputs::Distribution;
-=======
->>>>>>> h9-labcrate:crates/sdpa-harness/tests/gpu_nonfinite.rs
 use fp8_sdpa::runtime::{CallOptions, Device};
 use fp8_sdpa::runtime::{TensorMut, TensorRef};
 use fp8_sdpa::{AttnParams, AttnShape, KernelSpec, Layout, Precision, Variant};
