@@ -111,18 +111,24 @@ pub struct Launched {
     pub smem: u32,
 }
 
-/// The streams of a call's optional borrows (LSE and descales), named for the error.
-pub(crate) fn optional_streams(
-    lse: &Option<VecMut<'_>>,
-    descales: [(&'static str, &Option<Descale<'_>>); 3],
-) -> Vec<(&'static str, StreamId)> {
-    let mut v: Vec<_> = lse.iter().map(|l| ("LSE", l.stream)).collect();
-    v.extend(
-        descales
-            .into_iter()
-            .filter_map(|(n, d)| d.as_ref().map(|d| (n, d.values.stream))),
-    );
-    v
+/// Every borrow of a call with the stream it was made on: `borrows` (the tensors and index
+/// arrays, named), then the LSE and the descales of Q, K and V where present. An iterator, so
+/// the check costs a call no allocation.
+pub(crate) fn call_streams<'s, const N: usize>(
+    borrows: [(&'static str, StreamId); N],
+    lse: &'s Option<VecMut<'s>>,
+    descales: [&'s Option<Descale<'s>>; 3],
+) -> impl Iterator<Item = (&'static str, StreamId)> + 's {
+    let names = ["Q's descale", "K's descale", "V's descale"];
+    borrows
+        .into_iter()
+        .chain(lse.iter().map(|l| ("LSE", l.stream)))
+        .chain(
+            names
+                .into_iter()
+                .zip(descales)
+                .filter_map(|(n, d)| d.as_ref().map(|d| (n, d.values.stream))),
+        )
 }
 
 /// The validation view of an optional descale.
@@ -156,22 +162,17 @@ pub(crate) fn call_desc(
 
 impl Attention<'_> {
     /// Every borrow of the call with the stream it was made on.
-    pub(crate) fn streams(&self) -> Vec<(&'static str, StreamId)> {
-        let mut v = vec![
-            self.q.on("Q"),
-            self.k.on("K"),
-            self.v.on("V"),
-            self.o.on("O"),
-        ];
-        v.extend(optional_streams(
-            &self.lse,
+    pub(crate) fn streams(&self) -> impl Iterator<Item = (&'static str, StreamId)> + '_ {
+        call_streams(
             [
-                ("Q's descale", &self.q_descale),
-                ("K's descale", &self.k_descale),
-                ("V's descale", &self.v_descale),
+                self.q.on("Q"),
+                self.k.on("K"),
+                self.v.on("V"),
+                self.o.on("O"),
             ],
-        ));
-        v
+            &self.lse,
+            [&self.q_descale, &self.k_descale, &self.v_descale],
+        )
     }
 
     /// The validation view of this call.

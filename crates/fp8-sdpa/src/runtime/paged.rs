@@ -43,8 +43,8 @@
 //! ```
 
 use super::attention::{
-    check_descales, desc, optional_streams, read_back, sdpa_params, CallOptions, Descale,
-    KernelChoice, Launched,
+    call_streams, check_descales, desc, read_back, sdpa_params, CallOptions, Descale, KernelChoice,
+    Launched,
 };
 use super::decode::{self, PagedArgs};
 use super::device::Device;
@@ -108,30 +108,25 @@ impl PagedAttention<'_> {
 }
 
 /// Every borrow of a paged call, dense or varlen, with the stream it was made on.
-fn paged_streams(
-    q: &TensorRef<'_>,
-    kv: &PagedKv<'_>,
-    o: &TensorMut<'_>,
-    lse: &Option<VecMut<'_>>,
-    [k_descale, v_descale]: [&Option<Descale<'_>>; 2],
-) -> Vec<(&'static str, StreamId)> {
-    let mut v = vec![
-        q.on("Q"),
-        kv.k_cache.on("the K cache"),
-        kv.v_cache.on("the V cache"),
-        kv.block_table.on("the block table"),
-        kv.seqlens_k.on("seqlens_k"),
-        o.on("O"),
-    ];
-    v.extend(optional_streams(
-        lse,
+fn paged_streams<'s>(
+    q: &'s TensorRef<'s>,
+    kv: &'s PagedKv<'s>,
+    o: &'s TensorMut<'s>,
+    lse: &'s Option<VecMut<'s>>,
+    [k_descale, v_descale]: [&'s Option<Descale<'s>>; 2],
+) -> impl Iterator<Item = (&'static str, StreamId)> + 's {
+    call_streams(
         [
-            ("Q's descale", &None),
-            ("K's descale", k_descale),
-            ("V's descale", v_descale),
+            q.on("Q"),
+            kv.k_cache.on("the K cache"),
+            kv.v_cache.on("the V cache"),
+            kv.block_table.on("the block table"),
+            kv.seqlens_k.on("seqlens_k"),
+            o.on("O"),
         ],
-    ));
-    v
+        lse,
+        [&None, k_descale, v_descale],
+    )
 }
 
 /// The validation view of a paged call, dense or varlen: K and V are the page pools.
@@ -300,9 +295,8 @@ impl Device {
         a: &PagedAttentionVarlen<'_>,
         opts: CallOptions,
     ) -> Result<Launched> {
-        let mut streams = paged_streams(&a.q, &a.kv, &a.o, &a.lse, [&a.k_descale, &a.v_descale]);
-        streams.push(a.cu_seqlens_q.on("cu_seqlens_q"));
-        check_streams(stream, streams)?;
+        let streams = paged_streams(&a.q, &a.kv, &a.o, &a.lse, [&a.k_descale, &a.v_descale]);
+        check_streams(stream, streams.chain([a.cu_seqlens_q.on("cu_seqlens_q")]))?;
         let (call, paged, vl) = a.describe();
         let v = validate_paged_varlen(&call, &paged, vl.cu_seqlens_q, vl.max_seqlen_q)?;
         let page_size = call.k.shape[1];

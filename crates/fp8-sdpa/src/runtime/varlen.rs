@@ -66,7 +66,7 @@
 //! # }
 //! ```
 
-use super::attention::optional_streams;
+use super::attention::call_streams;
 use super::attention::{
     call_desc, check_descales, launch_sdpa, read_back, sdpa_params, CallOptions, Descale,
     KernelChoice, Launched,
@@ -115,24 +115,19 @@ pub struct AttentionVarlen<'a> {
 
 impl AttentionVarlen<'_> {
     /// Every borrow of the call with the stream it was made on.
-    pub(crate) fn streams(&self) -> Vec<(&'static str, StreamId)> {
-        let mut v = vec![
-            self.q.on("Q"),
-            self.k.on("K"),
-            self.v.on("V"),
-            self.o.on("O"),
-            self.cu_seqlens_q.on("cu_seqlens_q"),
-            self.cu_seqlens_k.on("cu_seqlens_k"),
-        ];
-        v.extend(optional_streams(
-            &self.lse,
+    pub(crate) fn streams(&self) -> impl Iterator<Item = (&'static str, StreamId)> + '_ {
+        call_streams(
             [
-                ("Q's descale", &self.q_descale),
-                ("K's descale", &self.k_descale),
-                ("V's descale", &self.v_descale),
+                self.q.on("Q"),
+                self.k.on("K"),
+                self.v.on("V"),
+                self.o.on("O"),
+                self.cu_seqlens_q.on("cu_seqlens_q"),
+                self.cu_seqlens_k.on("cu_seqlens_k"),
             ],
-        ));
-        v
+            &self.lse,
+            [&self.q_descale, &self.k_descale, &self.v_descale],
+        )
     }
 
     /// The validation view of this call.
