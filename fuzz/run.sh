@@ -3,6 +3,8 @@
 # SECONDS seconds (0: build only). Usage: fuzz/run.sh [SECONDS] [TARGET...] (default: 3 seconds,
 # every target in fuzz/fuzz_targets/). Failing inputs land in fuzz/artifacts/<target>/, corpora
 # in fuzz/corpus/<target>/. scripts/test.sh runs it; fuzz/README.md says what each target checks.
+# FUZZ_SEED (default 1) fixes libFuzzer's seed, so a test run explores the same inputs each
+# time; FUZZ_SEED=0 lets libFuzzer pick one, for exploring.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +37,7 @@ echo "    built in $((SECONDS - start))s"
 for t in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
   log="fuzz/artifacts/$t/last-run.log"
-  if ! "fuzz/target/$host/release/$t" -max_total_time="$secs" -artifact_prefix="fuzz/artifacts/$t/" \
+  if ! "fuzz/target/$host/release/$t" -max_total_time="$secs" -seed="${FUZZ_SEED:-1}" -artifact_prefix="fuzz/artifacts/$t/" \
       "fuzz/corpus/$t" >"$log" 2>&1; then
     tail -n 40 "$log"
     echo "fuzz target $t failed; its input is in fuzz/artifacts/$t/ (fuzz/README.md: replaying)" >&2

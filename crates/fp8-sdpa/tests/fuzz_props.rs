@@ -256,3 +256,18 @@ fn kernel_offsets_fit_i64() {
         );
     }
 }
+
+/// Found by the varlen target: 65535 sequences of 65535 query heads with per-(batch, head)
+/// descales were accepted, but the kernels index such a descale as `b * heads + h` in i32
+/// (65535^2 passes it). Validation now refuses a per-(batch, head) descale past i32.
+#[test]
+fn varlen_descale_index_fits_i32() {
+    let input: &[u8] = &[
+        0x31, 0xbf, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0x00, 0xff, 0xff,
+    ];
+    let mut data = input.to_vec();
+    data.extend(std::iter::repeat_n(0xf0, 53));
+    data.extend([0xff, 0xff, 0xff, 0x00, 0x41, 0xff, 0x23, 0x23, 0xd8, 0x41]);
+    assert_eq!(data.len(), 77);
+    fp8_sdpa::fuzzing::check_validate_varlen(&data);
+}

@@ -557,7 +557,12 @@ fn check_descales(
                 let want = if ds.batch_stride == 0 {
                     heads
                 } else if ds.batch_stride == heads {
-                    batch * heads // both <= 65535 (launch limits)
+                    // The kernels index `b * heads + h` in i32: batch and heads are each
+                    // within the launch limits, but their product need not be.
+                    match batch.checked_mul(heads).filter(|&n| n <= i32::MAX as usize) {
+                        Some(n) => n,
+                        None => return bad(format!("{n} descale per (batch, head) needs {batch} x {heads} values, past the kernels' 32-bit index; pass per-head descales (batch stride 0) or split the batch")),
+                    }
                 } else {
                     return bad(format!("{n} descale batch stride must be 0 (per head) or {heads} (per batch and head), got {}", ds.batch_stride));
                 };
