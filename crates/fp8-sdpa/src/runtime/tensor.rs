@@ -215,6 +215,84 @@ impl TensorRef<'_> {
     }
 }
 
+impl<'a> TensorRef<'a> {
+    /// A tensor in memory owned elsewhere, by device address (`desc.ptr`, with `desc.bytes`
+    /// readable from it), ordered on `stream`. For a packed varlen tensor pass shape
+    /// `[1, tokens, heads, dim]` and strides `[0, token, head, 1]`.
+    ///
+    /// # Safety
+    /// The module's "Memory owned elsewhere" contract, for reading.
+    pub unsafe fn from_raw(desc: TensorDesc, stream: &'a CudaStream) -> TensorRef<'a> {
+        TensorRef {
+            desc,
+            stream: StreamId::of(stream),
+            // Nothing to record: the caller orders the memory (the contract).
+            _sync: SyncOnDrop::Sync(None),
+        }
+    }
+}
+
+impl<'a> TensorMut<'a> {
+    /// Like [`TensorRef::from_raw`], for the output.
+    ///
+    /// # Safety
+    /// The module's "Memory owned elsewhere" contract, for writing.
+    pub unsafe fn from_raw(desc: TensorDesc, stream: &'a CudaStream) -> TensorMut<'a> {
+        TensorMut {
+            desc,
+            stream: StreamId::of(stream),
+            _sync: SyncOnDrop::Sync(None),
+            _mut: PhantomData,
+        }
+    }
+}
+
+impl<'a> VecRef<'a> {
+    /// `len` fp32 values at device address `ptr` owned elsewhere (descales).
+    ///
+    /// # Safety
+    /// The module's "Memory owned elsewhere" contract, for reading `len * 4` bytes.
+    pub unsafe fn from_raw(ptr: u64, len: usize, stream: &'a CudaStream) -> VecRef<'a> {
+        VecRef {
+            ptr,
+            len,
+            stream: StreamId::of(stream),
+            _sync: SyncOnDrop::Sync(None),
+        }
+    }
+}
+
+impl<'a> VecMut<'a> {
+    /// `len` writable fp32 values at device address `ptr` owned elsewhere (log-sum-exp).
+    ///
+    /// # Safety
+    /// The module's "Memory owned elsewhere" contract, for writing `len * 4` bytes.
+    pub unsafe fn from_raw(ptr: u64, len: usize, stream: &'a CudaStream) -> VecMut<'a> {
+        VecMut {
+            ptr,
+            len,
+            stream: StreamId::of(stream),
+            _sync: SyncOnDrop::Sync(None),
+        }
+    }
+}
+
+impl<'a> IdxRef<'a> {
+    /// `len` i32 values at device address `ptr` owned elsewhere (offsets, block table,
+    /// sequence lengths).
+    ///
+    /// # Safety
+    /// The module's "Memory owned elsewhere" contract, for reading `len * 4` bytes.
+    pub unsafe fn from_raw(ptr: u64, len: usize, stream: &'a CudaStream) -> IdxRef<'a> {
+        IdxRef {
+            ptr,
+            len,
+            stream: StreamId::of(stream),
+            _sync: SyncOnDrop::Sync(None),
+        }
+    }
+}
+
 impl TensorMut<'_> {
     /// The plain description.
     pub fn desc(&self) -> &TensorDesc {
