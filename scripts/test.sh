@@ -7,7 +7,8 @@
 #   4. sdpa-lab check for sm_80 and sm_90a (compiles every registered kernel, resource gates);
 #   5. cargo package of every crate (metadata, versioned dependencies, the files each ships;
 #      `cargo package --workspace` without --no-verify also builds each from its package);
-#   6. fuzz/run.sh: the fuzz targets built with libFuzzer's instrumentation on stable Rust, each
+#   6. python/test.sh: the Python package (maturin wheel in target/py/) and its CPU-side tests;
+#   7. fuzz/run.sh: the fuzz targets built with libFuzzer's instrumentation on stable Rust, each
 #      run for SDPA_FUZZ_SECONDS seconds (default 3; 0 builds them only). Their checks also run
 #      as property tests in step 3 (tests/fuzz_props.rs, tests/fuzz_attn_io.rs).
 # Usage: scripts/test.sh [--gpu]
@@ -18,7 +19,7 @@ gpu=0
 for a in "$@"; do
   case "$a" in
     --gpu) gpu=1 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "unknown argument: $a (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -60,6 +61,8 @@ echo "==> sdpa-lab check --arch sm_80,sm_90a"
 cargo run --quiet -p sdpa-lab -- check --arch sm_80,sm_90a --summary
 echo "==> cargo package --workspace"
 cargo package --workspace --no-verify --allow-dirty --quiet
+echo "==> Python package (python/test.sh)"
+python/test.sh
 echo "==> fuzz targets (fuzz/): build, then ${SDPA_FUZZ_SECONDS:-3}s of each"
 fuzz/run.sh "${SDPA_FUZZ_SECONDS:-3}"
 # One closing line for the whole test suite (cargo prints one per test binary, the last
