@@ -134,17 +134,19 @@ impl DeviceCase {
                     batch_stride: heads,
                 })
             };
-            let a = Attention {
-                q: TensorRef::contiguous(q, st, case.enc[0].dtype, qd, layout)?,
-                k: TensorRef::contiguous(k, st, case.enc[1].dtype, kd, layout)?,
-                v: TensorRef::contiguous(v, st, case.enc[2].dtype, kd, layout)?,
-                o: TensorMut::contiguous(&mut self.o, st, out_t, qd, layout)?,
-                lse: Some(VecMut::new(&mut self.lse, st)),
-                q_descale: descale(0, s.heads_q),
-                k_descale: descale(1, s.heads_kv),
-                v_descale: descale(2, s.heads_kv),
+            let a = Attention::new(
+                TensorRef::contiguous(q, st, case.enc[0].dtype, qd, layout)?,
+                TensorRef::contiguous(k, st, case.enc[1].dtype, kd, layout)?,
+                TensorRef::contiguous(v, st, case.enc[2].dtype, kd, layout)?,
+                TensorMut::contiguous(&mut self.o, st, out_t, qd, layout)?,
                 params,
-            };
+            )
+            .with_lse(VecMut::new(&mut self.lse, st))
+            .with_descales(
+                descale(0, s.heads_q),
+                descale(1, s.heads_kv),
+                descale(2, s.heads_kv),
+            );
             dev.attention(stream, &a, opts)?
         };
         let (o_bytes, lse) = read_output(stream, &self.o, &self.lse)?;
@@ -270,21 +272,17 @@ impl DeviceVarlenCase {
                     batch_stride: case.descale_batch_stride(i),
                 })
             };
-            let a = AttentionVarlen {
-                q: TensorRef::packed(q, st, case.enc[0].dtype, [tq, s.heads_q, d])?,
-                k: TensorRef::packed(k, st, case.enc[1].dtype, [tk, s.heads_kv, d])?,
-                v: TensorRef::packed(v, st, case.enc[2].dtype, [tk, s.heads_kv, d])?,
-                o: TensorMut::packed(&mut self.o, st, out_t, [tq, s.heads_q, d])?,
-                lse: Some(VecMut::new(&mut self.lse, st)),
-                cu_seqlens_q: IdxRef::new(&self.cu[0], st),
-                cu_seqlens_k: IdxRef::new(&self.cu[1], st),
-                max_seqlen_q: s.max_seqlen_q(),
-                max_seqlen_k: s.max_seqlen_k(),
-                q_descale: descale(0),
-                k_descale: descale(1),
-                v_descale: descale(2),
+            let a = AttentionVarlen::new(
+                TensorRef::packed(q, st, case.enc[0].dtype, [tq, s.heads_q, d])?,
+                TensorRef::packed(k, st, case.enc[1].dtype, [tk, s.heads_kv, d])?,
+                TensorRef::packed(v, st, case.enc[2].dtype, [tk, s.heads_kv, d])?,
+                TensorMut::packed(&mut self.o, st, out_t, [tq, s.heads_q, d])?,
+                [IdxRef::new(&self.cu[0], st), IdxRef::new(&self.cu[1], st)],
+                [s.max_seqlen_q(), s.max_seqlen_k()],
                 params,
-            };
+            )
+            .with_lse(VecMut::new(&mut self.lse, st))
+            .with_descales(descale(0), descale(1), descale(2));
             dev.attention_varlen(stream, &a, opts)?
         };
         let (o_bytes, lse) = read_output(stream, &self.o, &self.lse)?;
@@ -432,9 +430,9 @@ impl DevicePagedVarlenCase {
             };
             let kv_t = case.enc[1].dtype;
             let [cu_q, table, lens] = &self.idx;
-            let a = PagedAttentionVarlen {
-                q: TensorRef::packed(&self.q, st, case.enc[0].dtype, [tq, s.heads_q, d])?,
-                kv: PagedKv {
+            let a = PagedAttentionVarlen::new(
+                TensorRef::packed(&self.q, st, case.enc[0].dtype, [tq, s.heads_q, d])?,
+                PagedKv {
                     k_cache: TensorRef::contiguous(
                         &self.pools[0],
                         st,
@@ -453,14 +451,13 @@ impl DevicePagedVarlenCase {
                     max_pages: l.max_pages,
                     seqlens_k: IdxRef::new(lens, st),
                 },
-                o: TensorMut::packed(&mut self.o, st, out_t, [tq, s.heads_q, d])?,
-                lse: Some(VecMut::new(&mut self.lse, st)),
-                cu_seqlens_q: IdxRef::new(cu_q, st),
-                max_seqlen_q: s.max_seqlen_q(),
-                k_descale: descale(1),
-                v_descale: descale(2),
+                TensorMut::packed(&mut self.o, st, out_t, [tq, s.heads_q, d])?,
+                IdxRef::new(cu_q, st),
+                s.max_seqlen_q(),
                 params,
-            };
+            )
+            .with_lse(VecMut::new(&mut self.lse, st))
+            .with_kv_descales(descale(1), descale(2));
             dev.paged_attention_varlen(stream, &a, opts)?
         };
         let (o_bytes, lse) = read_output(stream, &self.o, &self.lse)?;

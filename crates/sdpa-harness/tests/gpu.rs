@@ -153,17 +153,13 @@ fn bad_inputs_are_typed_errors_before_any_launch() {
     let k = stream.alloc_zeros::<u16>(2 * 8 * 3 * 64).unwrap();
     let mut o = stream.alloc_zeros::<u16>(2 * 8 * 4 * 64).unwrap();
     let st: &cudarc::driver::CudaStream = &stream;
-    let a = Attention {
-        q: TensorRef::contiguous(&q, st, DType::F16, [2, 8, 4, 64], Layout::Bshd).unwrap(),
-        k: TensorRef::contiguous(&k, st, DType::F16, [2, 8, 3, 64], Layout::Bshd).unwrap(),
-        v: TensorRef::contiguous(&k, st, DType::F16, [2, 8, 3, 64], Layout::Bshd).unwrap(),
-        o: TensorMut::contiguous(&mut o, st, DType::F16, [2, 8, 4, 64], Layout::Bshd).unwrap(),
-        lse: None,
-        q_descale: None,
-        k_descale: None,
-        v_descale: None,
-        params: AttnParams::default_for(64, false),
-    };
+    let a = Attention::new(
+        TensorRef::contiguous(&q, st, DType::F16, [2, 8, 4, 64], Layout::Bshd).unwrap(),
+        TensorRef::contiguous(&k, st, DType::F16, [2, 8, 3, 64], Layout::Bshd).unwrap(),
+        TensorRef::contiguous(&k, st, DType::F16, [2, 8, 3, 64], Layout::Bshd).unwrap(),
+        TensorMut::contiguous(&mut o, st, DType::F16, [2, 8, 4, 64], Layout::Bshd).unwrap(),
+        AttnParams::default_for(64, false),
+    );
     match dev.attention(&stream, &a, CallOptions::default()) {
         Err(Error::InvalidInput(m)) => assert!(m.contains("multiple of heads_kv"), "{m}"),
         other => panic!("expected InvalidInput, got {other:?}"),
@@ -573,21 +569,20 @@ fn paged_cache_matches_the_cpu_reference() {
                     batch_stride: hkv,
                 })
             }
-            let call = PagedAttention {
-                q: TensorRef::contiguous(&q, st, host.enc[0].dtype, qd, Layout::Bshd).unwrap(),
-                kv: PagedKv {
+            let call = PagedAttention::new(
+                TensorRef::contiguous(&q, st, host.enc[0].dtype, qd, Layout::Bshd).unwrap(),
+                PagedKv {
                     k_cache: TensorRef::contiguous(&k, st, p.kv(), pd, Layout::Bshd).unwrap(),
                     v_cache: TensorRef::contiguous(&v, st, p.kv(), pd, Layout::Bshd).unwrap(),
                     block_table: IdxRef::new(&table_d, st),
                     max_pages,
                     seqlens_k: IdxRef::new(&lens_d, st),
                 },
-                o: TensorMut::contiguous(&mut o, st, out_t, qd, Layout::Bshd).unwrap(),
-                lse: Some(VecMut::new(&mut lse, st)),
-                k_descale: descale(&ds[0], st, hkv),
-                v_descale: descale(&ds[1], st, hkv),
+                TensorMut::contiguous(&mut o, st, out_t, qd, Layout::Bshd).unwrap(),
                 params,
-            };
+            )
+            .with_lse(VecMut::new(&mut lse, st))
+            .with_kv_descales(descale(&ds[0], st, hkv), descale(&ds[1], st, hkv));
             dev.paged_attention(st, &call, CallOptions::default())
                 .unwrap();
         }
@@ -679,17 +674,13 @@ fn chained_hopper_calls_read_the_previous_output() {
     type Buf = cudarc::driver::CudaSlice<u8>;
     let call = |q: &Buf, k: &Buf, v: &Buf, o: &mut Buf| {
         let t = |x| TensorRef::contiguous(x, st, DType::F16, dims, Layout::Bshd).unwrap();
-        let a = Attention {
-            q: t(q),
-            k: t(k),
-            v: t(v),
-            o: TensorMut::contiguous(o, st, DType::F16, dims, Layout::Bshd).unwrap(),
-            lse: None,
-            q_descale: None,
-            k_descale: None,
-            v_descale: None,
+        let a = Attention::new(
+            t(q),
+            t(k),
+            t(v),
+            TensorMut::contiguous(o, st, DType::F16, dims, Layout::Bshd).unwrap(),
             params,
-        };
+        );
         let l = dev.attention(st, &a, opts).unwrap();
         assert_hopper(&l.spec);
     };

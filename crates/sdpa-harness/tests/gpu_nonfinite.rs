@@ -129,21 +129,20 @@ fn paged_decode_ignores_nan_past_each_sequence_end() {
                     batch_stride: hkv,
                 })
             }
-            let call = PagedAttention {
-                q: TensorRef::contiguous(&q, st, host.enc[0].dtype, qd, Layout::Bshd).unwrap(),
-                kv: PagedKv {
+            let call = PagedAttention::new(
+                TensorRef::contiguous(&q, st, host.enc[0].dtype, qd, Layout::Bshd).unwrap(),
+                PagedKv {
                     k_cache: TensorRef::contiguous(&k, st, p.kv(), pd, Layout::Bshd).unwrap(),
                     v_cache: TensorRef::contiguous(&v, st, p.kv(), pd, Layout::Bshd).unwrap(),
                     block_table: IdxRef::new(&table_d, st),
                     max_pages,
                     seqlens_k: IdxRef::new(&lens_d, st),
                 },
-                o: TensorMut::contiguous(&mut o, st, out_t, qd, Layout::Bshd).unwrap(),
-                lse: Some(VecMut::new(&mut lse, st)),
-                k_descale: descale(&ds[0], st, hkv),
-                v_descale: descale(&ds[1], st, hkv),
+                TensorMut::contiguous(&mut o, st, out_t, qd, Layout::Bshd).unwrap(),
                 params,
-            };
+            )
+            .with_lse(VecMut::new(&mut lse, st))
+            .with_kv_descales(descale(&ds[0], st, hkv), descale(&ds[1], st, hkv));
             dev.paged_attention(st, &call, CallOptions::default())
                 .unwrap();
         }

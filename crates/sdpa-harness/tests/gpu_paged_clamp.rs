@@ -202,21 +202,20 @@ fn dense_calls(dev: &Device, kv: DType, kernel: KernelChoice) {
                         batch_stride: 0,
                     })
                 };
-                let call = PagedAttention {
-                    q: TensorRef::contiguous(&q, st, DType::F16, qd, Layout::Bshd).unwrap(),
-                    kv: PagedKv {
+                let call = PagedAttention::new(
+                    TensorRef::contiguous(&q, st, DType::F16, qd, Layout::Bshd).unwrap(),
+                    PagedKv {
                         k_cache: TensorRef::contiguous(&pool, st, kv, pd, Layout::Bshd).unwrap(),
                         v_cache: TensorRef::contiguous(&pool, st, kv, pd, Layout::Bshd).unwrap(),
                         block_table: IdxRef::new(&table, st),
                         max_pages: MAX_PAGES,
                         seqlens_k: IdxRef::new(&lens, st),
                     },
-                    o: TensorMut::contiguous(&mut o, st, DType::F16, qd, Layout::Bshd).unwrap(),
-                    lse: Some(VecMut::new(&mut lse, st)),
-                    k_descale: descale(),
-                    v_descale: descale(),
-                    params: AttnParams::default_for(D, causal),
-                };
+                    TensorMut::contiguous(&mut o, st, DType::F16, qd, Layout::Bshd).unwrap(),
+                    AttnParams::default_for(D, causal),
+                )
+                .with_lse(VecMut::new(&mut lse, st))
+                .with_kv_descales(descale(), descale());
                 let opts = CallOptions {
                     kernel,
                     check_descales: false,
@@ -262,23 +261,22 @@ fn varlen_calls(dev: &Device, kv: DType, kernel: KernelChoice) {
                         batch_stride: 0,
                     })
                 };
-                let call = PagedAttentionVarlen {
-                    q: TensorRef::packed(&q, st, DType::F16, [total_q, HQ, D]).unwrap(),
-                    kv: PagedKv {
+                let call = PagedAttentionVarlen::new(
+                    TensorRef::packed(&q, st, DType::F16, [total_q, HQ, D]).unwrap(),
+                    PagedKv {
                         k_cache: TensorRef::contiguous(&pool, st, kv, pd, Layout::Bshd).unwrap(),
                         v_cache: TensorRef::contiguous(&pool, st, kv, pd, Layout::Bshd).unwrap(),
                         block_table: IdxRef::new(&table, st),
                         max_pages: MAX_PAGES,
                         seqlens_k: IdxRef::new(&lens, st),
                     },
-                    o: TensorMut::packed(&mut o, st, DType::F16, [total_q, HQ, D]).unwrap(),
-                    lse: Some(VecMut::new(&mut lse, st)),
-                    cu_seqlens_q: IdxRef::new(&cu_q, st),
-                    max_seqlen_q: max_q,
-                    k_descale: descale(),
-                    v_descale: descale(),
-                    params: AttnParams::default_for(D, causal),
-                };
+                    TensorMut::packed(&mut o, st, DType::F16, [total_q, HQ, D]).unwrap(),
+                    IdxRef::new(&cu_q, st),
+                    max_q,
+                    AttnParams::default_for(D, causal),
+                )
+                .with_lse(VecMut::new(&mut lse, st))
+                .with_kv_descales(descale(), descale());
                 let opts = CallOptions {
                     kernel,
                     check_descales: false,
@@ -342,21 +340,18 @@ fn checked_paged_calls_refuse_the_same_tables() {
             .slice(POOL_GUARD * page_bytes..(POOL_GUARD + PAGES) * page_bytes);
         let pd = [PAGES, PAGE, HKV, D];
         let table = b.table.slice(0..BATCH * MAX_PAGES);
-        let call = PagedAttention {
-            q: TensorRef::contiguous(&q, st, DType::F16, qd, Layout::Bshd).unwrap(),
-            kv: PagedKv {
+        let call = PagedAttention::new(
+            TensorRef::contiguous(&q, st, DType::F16, qd, Layout::Bshd).unwrap(),
+            PagedKv {
                 k_cache: TensorRef::contiguous(&pool, st, DType::F16, pd, Layout::Bshd).unwrap(),
                 v_cache: TensorRef::contiguous(&pool, st, DType::F16, pd, Layout::Bshd).unwrap(),
                 block_table: IdxRef::new(&table, st),
                 max_pages: MAX_PAGES,
                 seqlens_k: IdxRef::new(&lens, st),
             },
-            o: TensorMut::contiguous(&mut o, st, DType::F16, qd, Layout::Bshd).unwrap(),
-            lse: None,
-            k_descale: None,
-            v_descale: None,
-            params: AttnParams::default_for(D, false),
-        };
+            TensorMut::contiguous(&mut o, st, DType::F16, qd, Layout::Bshd).unwrap(),
+            AttnParams::default_for(D, false),
+        );
         match dev.paged_attention(st, &call, CallOptions::default()) {
             Err(fp8_sdpa::Error::InvalidInput(m)) => assert!(
                 m.contains("block_table[") || m.contains("seqlens_k["),

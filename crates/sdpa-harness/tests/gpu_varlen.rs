@@ -393,21 +393,16 @@ fn bad_offsets_are_refused_or_clamped_in_bounds() {
                 let r = {
                     let mut o_view = o.slice_mut(GUARD..GUARD + tq * hq * d);
                     let mut lse_view = lse.slice_mut(GUARD..GUARD + hq * tq);
-                    let a = AttentionVarlen {
-                        q: TensorRef::packed(&q, st, DType::F16, [tq, hq, d]).unwrap(),
-                        k: TensorRef::packed(&k, st, DType::F16, [tk, hkv, d]).unwrap(),
-                        v: TensorRef::packed(&k, st, DType::F16, [tk, hkv, d]).unwrap(),
-                        o: TensorMut::packed(&mut o_view, st, DType::F16, [tq, hq, d]).unwrap(),
-                        lse: Some(VecMut::new(&mut lse_view, st)),
-                        cu_seqlens_q: IdxRef::new(&dq, st),
-                        cu_seqlens_k: IdxRef::new(&dk, st),
-                        max_seqlen_q: 30,
-                        max_seqlen_k: 55,
-                        q_descale: None,
-                        k_descale: None,
-                        v_descale: None,
-                        params: AttnParams::default_for(d, causal),
-                    };
+                    let a = AttentionVarlen::new(
+                        TensorRef::packed(&q, st, DType::F16, [tq, hq, d]).unwrap(),
+                        TensorRef::packed(&k, st, DType::F16, [tk, hkv, d]).unwrap(),
+                        TensorRef::packed(&k, st, DType::F16, [tk, hkv, d]).unwrap(),
+                        TensorMut::packed(&mut o_view, st, DType::F16, [tq, hq, d]).unwrap(),
+                        [IdxRef::new(&dq, st), IdxRef::new(&dk, st)],
+                        [30, 55],
+                        AttnParams::default_for(d, causal),
+                    )
+                    .with_lse(VecMut::new(&mut lse_view, st));
                     dev.attention_varlen(&stream, &a, opts)
                 };
                 match (&r, want.is_empty() || !check) {
@@ -488,23 +483,21 @@ fn paged_varlen_bad_offsets_and_lengths_are_refused_or_clamped_in_bounds() {
                         )
                         .unwrap()
                     };
-                    let a = PagedAttentionVarlen {
-                        q: TensorRef::packed(&q, st, DType::F16, [tq, hq, d]).unwrap(),
-                        kv: PagedKv {
+                    let a = PagedAttentionVarlen::new(
+                        TensorRef::packed(&q, st, DType::F16, [tq, hq, d]).unwrap(),
+                        PagedKv {
                             k_cache: cache(&pool),
                             v_cache: cache(&pool),
                             block_table: IdxRef::new(&table, st),
                             max_pages,
                             seqlens_k: IdxRef::new(&dl, st),
                         },
-                        o: TensorMut::packed(&mut o_view, st, DType::F16, [tq, hq, d]).unwrap(),
-                        lse: Some(VecMut::new(&mut lse_view, st)),
-                        cu_seqlens_q: IdxRef::new(&dq, st),
-                        max_seqlen_q: 15,
-                        k_descale: None,
-                        v_descale: None,
-                        params: AttnParams::default_for(d, causal),
-                    };
+                        TensorMut::packed(&mut o_view, st, DType::F16, [tq, hq, d]).unwrap(),
+                        IdxRef::new(&dq, st),
+                        15,
+                        AttnParams::default_for(d, causal),
+                    )
+                    .with_lse(VecMut::new(&mut lse_view, st));
                     dev.paged_attention_varlen(&stream, &a, opts)
                 };
                 match (&r, want.is_empty() || !check) {

@@ -84,18 +84,19 @@ impl FlashAttn {
             k.slice(kl.start_offset()..),
             v.slice(vl.start_offset()..),
         );
-        let call = Attention {
-            q: TensorRef::new(&qv, &stream, q_type, shape4(ql)?, strides4(ql)?).map_err(lib)?,
-            k: TensorRef::new(&kv, &stream, kv_type, shape4(kl)?, strides4(kl)?).map_err(lib)?,
-            v: TensorRef::new(&vv, &stream, kv_type, shape4(vl)?, strides4(vl)?).map_err(lib)?,
-            o: TensorMut::contiguous(&mut o, &stream, q_type, o_shape, SdpaLayout::Bshd)
+        let call = Attention::new(
+            TensorRef::new(&qv, &stream, q_type, shape4(ql)?, strides4(ql)?).map_err(lib)?,
+            TensorRef::new(&kv, &stream, kv_type, shape4(kl)?, strides4(kl)?).map_err(lib)?,
+            TensorRef::new(&vv, &stream, kv_type, shape4(vl)?, strides4(vl)?).map_err(lib)?,
+            TensorMut::contiguous(&mut o, &stream, q_type, o_shape, SdpaLayout::Bshd)
                 .map_err(lib)?,
-            lse: None,
-            q_descale: None,
-            k_descale: ds.as_ref().map(|(k, _, s)| descale(k, &stream, *s)),
-            v_descale: ds.as_ref().map(|(_, v, s)| descale(v, &stream, *s)),
-            params: self.params,
-        };
+            self.params,
+        )
+        .with_descales(
+            None,
+            ds.as_ref().map(|(k, _, s)| descale(k, &stream, *s)),
+            ds.as_ref().map(|(_, v, s)| descale(v, &stream, *s)),
+        );
         // Descale values are not read back: that would synchronize candle's stream per call.
         let opts = CallOptions {
             check_descales: false,

@@ -101,22 +101,23 @@ impl PagedOp {
             )
             .map_err(lib)
         };
-        let call = PagedAttention {
-            q: TensorRef::new(&qv, &stream, q_type, q_shape, strides4(ql)?).map_err(lib)?,
-            kv: PagedKv {
+        let call = PagedAttention::new(
+            TensorRef::new(&qv, &stream, q_type, q_shape, strides4(ql)?).map_err(lib)?,
+            PagedKv {
                 k_cache: pool(&kp, &kh)?,
                 v_cache: pool(&vp, &vh)?,
                 block_table: IdxRef::new(&table, &stream),
                 max_pages: self.max_pages,
                 seqlens_k: IdxRef::new(&lens, &stream),
             },
-            o: TensorMut::contiguous(&mut o, &stream, q_type, q_shape, SdpaLayout::Bshd)
+            TensorMut::contiguous(&mut o, &stream, q_type, q_shape, SdpaLayout::Bshd)
                 .map_err(lib)?,
-            lse: None,
-            k_descale: Some(descale(&kd, &stream, heads_kv)),
-            v_descale: Some(descale(&vd, &stream, heads_kv)),
-            params: self.params,
-        };
+            self.params,
+        )
+        .with_kv_descales(
+            Some(descale(&kd, &stream, heads_kv)),
+            Some(descale(&vd, &stream, heads_kv)),
+        );
         // The cache builds its table and lengths itself; reading them back (and the
         // descales) would synchronize candle's stream on every decode step.
         let opts = CallOptions {

@@ -95,24 +95,15 @@ impl VarlenOp {
             v.slice(vl.start_offset()..),
         );
         let kv_shape = [d.total_k, d.heads_kv, d.head_dim];
-        let call = AttentionVarlen {
-            q: TensorRef::packed_strided(&qv, &stream, dtype, o_shape, strides3(ql)?)
-                .map_err(lib)?,
-            k: TensorRef::packed_strided(&kv, &stream, dtype, kv_shape, strides3(kl)?)
-                .map_err(lib)?,
-            v: TensorRef::packed_strided(&vv, &stream, dtype, kv_shape, strides3(vl)?)
-                .map_err(lib)?,
-            o: TensorMut::packed(&mut o, &stream, dtype, o_shape).map_err(lib)?,
-            lse: None,
-            cu_seqlens_q: IdxRef::new(&cu_q, &stream),
-            cu_seqlens_k: IdxRef::new(&cu_k, &stream),
-            max_seqlen_q: d.max_seqlen_q,
-            max_seqlen_k: d.max_seqlen_k,
-            q_descale: None,
-            k_descale: None,
-            v_descale: None,
-            params: self.params,
-        };
+        let call = AttentionVarlen::new(
+            TensorRef::packed_strided(&qv, &stream, dtype, o_shape, strides3(ql)?).map_err(lib)?,
+            TensorRef::packed_strided(&kv, &stream, dtype, kv_shape, strides3(kl)?).map_err(lib)?,
+            TensorRef::packed_strided(&vv, &stream, dtype, kv_shape, strides3(vl)?).map_err(lib)?,
+            TensorMut::packed(&mut o, &stream, dtype, o_shape).map_err(lib)?,
+            [IdxRef::new(&cu_q, &stream), IdxRef::new(&cu_k, &stream)],
+            [d.max_seqlen_q, d.max_seqlen_k],
+            self.params,
+        );
         // The default options check the offsets (read back: one stream synchronization).
         sdpa.attention_varlen(&stream, &call, CallOptions::default())
             .map_err(|e| varlen_err(OP, e))?;

@@ -631,39 +631,37 @@ fn pair_call<'a>(
             batch_stride: l.heads_kv,
         })
     };
-    Ok(Attention {
-        q: TensorRef::new(
+    Ok(Attention::new(
+        TensorRef::new(
             q,
             st,
             precision.q(),
             [l.batch, l.chunk, l.heads_q, l.dim],
             chunk_strides(l.heads_q),
         )?,
-        k: TensorRef::new(
+        TensorRef::new(
             k,
             st,
             precision.kv(),
             [l.batch, l.chunk, l.heads_kv, l.dim],
             chunk_strides(l.heads_kv),
         )?,
-        v: TensorRef::new(
+        TensorRef::new(
             v,
             st,
             precision.kv(),
             [l.batch, l.chunk, l.heads_kv, l.dim],
             chunk_strides(l.heads_kv),
         )?,
-        o: TensorMut::contiguous(
+        TensorMut::contiguous(
             tmp_o,
             st,
             precision.out(),
             [l.batch, l.chunk, l.heads_q, l.dim],
             crate::Layout::Bshd,
         )?,
-        lse: Some(VecMut::new(tmp_lse, st)),
-        q_descale: None,
-        k_descale: descale(0),
-        v_descale: descale(1),
         params,
-    })
+    )
+    .with_lse(VecMut::new(tmp_lse, st))
+    .with_descales(None, descale(0), descale(1)))
 }

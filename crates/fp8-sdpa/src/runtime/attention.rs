@@ -1,189 +1,95 @@
 //! The attention call: validate everything, pick a kernel, launch it on the caller's stream.
 
 use super::abi::SdpaParams;
+use super::call::{check_descales, common_builders, sdpa_params, CallCommon};
 use super::device::{Device, LoadedKernel};
 use super::launch;
-use super::tensor::{check_streams, StreamId, TensorMut, TensorRef, VecMut, VecRef};
+use super::tensor::{check_streams, StreamId, TensorMut, TensorRef};
 use super::tma::{self, HopperMaps};
-use super::validate::{check_descale_values, validate, CallDesc, DescaleDesc, Validated};
+use super::validate::{validate, CallDesc, Validated};
 use crate::dispatch;
 use crate::error::{Error, Result};
 use crate::kernels::geometry;
 use crate::problem::AttnParams;
-use crate::variant::{Family, KernelSpec, Variant};
+use crate::variant::{Family, KernelSpec};
 use cudarc::driver::{CudaStream, LaunchConfig};
 use std::ffi::c_void;
 
-/// A descale vector: fp32 values and their batch stride (0 = one per head, broadcast over the
-/// batch; `heads` = one per (batch, head)).
-pub struct Descale<'a> {
-    /// The values.
-    pub values: VecRef<'a>,
-    /// 0 or the tensor's head count.
-    pub batch_stride: usize,
-}
+// Their old home: `runtime::attention::KernelChoice` and the rest still resolve (documented
+// at `runtime`).
+#[doc(hidden)]
+pub use super::call::{CallOptions, Descale, KernelChoice, Launched};
 
-/// One attention call's tensors and parameters.
+/// One attention call's tensors and parameters: Q `[batch, seq_q, heads_q, dim]` against K
+/// and V `[batch, seq_kv, heads_kv, dim]` (grouped-query when `heads_q` is a multiple of
+/// `heads_kv`), into O shaped like Q.
+///
+/// ```no_run
+/// # fn main() -> fp8_sdpa::Result<()> {
+/// use fp8_sdpa::runtime::{Attention, CallOptions, Device, TensorMut, TensorRef, VecMut};
+/// use fp8_sdpa::{AttnParams, DType, Layout};
+/// let dev = Device::open(0)?;
+/// let stream = dev.new_stream()?;
+/// let (batch, seq, heads_q, heads_kv, dim) = (2, 1024, 32, 8, 128);
+/// let q = stream.alloc_zeros::<u16>(batch * seq * heads_q * dim).unwrap(); // f16 bits
+/// let k = stream.alloc_zeros::<u16>(batch * seq * heads_kv * dim).unwrap();
+/// let v = stream.alloc_zeros::<u16>(batch * seq * heads_kv * dim).unwrap();
+/// let mut o = stream.alloc_zeros::<u16>(batch * seq * heads_q * dim).unwrap();
+/// let mut lse = stream.alloc_zeros::<f32>(batch * heads_q * seq).unwrap();
+/// let (qd, kd) = ([batch, seq, heads_q, dim], [batch, seq, heads_kv, dim]);
+/// let call = Attention::new(
+///     TensorRef::contiguous(&q, &stream, DType::F16, qd, Layout::Bshd)?,
+///     TensorRef::contiguous(&k, &stream, DType::F16, kd, Layout::Bshd)?,
+///     TensorRef::contiguous(&v, &stream, DType::F16, kd, Layout::Bshd)?,
+///     TensorMut::contiguous(&mut o, &stream, DType::F16, qd, Layout::Bshd)?,
+///     AttnParams::default_for(dim, true),
+/// )
+/// .with_lse(VecMut::new(&mut lse, &stream));
+/// let launched = dev.attention(&stream, &call, CallOptions::default())?;
+/// println!("ran {}", launched.spec.key());
+/// # Ok(())
+/// # }
+/// ```
+///
+/// E4M3 or simulated-FP8 inputs take a descale each ([`Attention::with_descales`]).
 pub struct Attention<'a> {
-    /// Query `[batch, seq_q, heads_q, dim]`.
-    pub q: TensorRef<'a>,
+    /// Q, O, the LSE, the descales and the parameters.
+    pub common: CallCommon<'a>,
     /// Keys `[batch, seq_kv, heads_kv, dim]`.
     pub k: TensorRef<'a>,
     /// Values, shaped like K.
     pub v: TensorRef<'a>,
-    /// Output, shaped like Q; fully written.
-    pub o: TensorMut<'a>,
-    /// Optional log-sum-exp output, fp32 `[batch, heads_q, seq_q]`, natural log.
-    pub lse: Option<VecMut<'a>>,
-    /// Descale of Q (E4M3 or simulated-FP8 Q only).
-    pub q_descale: Option<Descale<'a>>,
-    /// Descale of K (E4M3 or simulated-FP8 K only).
-    pub k_descale: Option<Descale<'a>>,
-    /// Descale of V (E4M3 or simulated-FP8 V only).
-    pub v_descale: Option<Descale<'a>>,
-    /// Scale and mask.
-    pub params: AttnParams,
 }
 
-/// Which kernel runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum KernelChoice {
-    /// The shipped default for the device, precision, head dim and mask.
-    #[default]
-    Auto,
-    /// This variant (validated against the problem and device).
-    Variant(Variant),
-}
-
-/// Options of a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallOptions {
-    /// Which kernel.
-    pub kernel: KernelChoice,
-    /// Read the descales back and check they are finite and > 0 (synchronizes the stream).
-    /// On by default; benchmarks turn it off after a first checked call. Paged calls read
-    /// their block table and lengths back with it, varlen calls their offsets
-    /// ([`Device::attention_varlen`]).
-    ///
-    /// Off, the call trusts those values for correctness but not for memory safety: a bad
-    /// descale scales the output wrongly; varlen offsets are clamped to the packed tensors; a
-    /// paged length is clamped to `0..=max_pages * page_size` and every block-table entry the
-    /// kernel uses to `0..pages` (an entry outside it reads the pools' last page). So bad
-    /// values give wrong numbers, never a read or write outside the tensors, the table or the
-    /// offset arrays.
-    pub check_descales: bool,
-    /// SMs to leave to kernels running beside this call on other streams, such as NCCL's
-    /// transfers in [`crate::cp`]. A persistent kernel's blocks walk a fixed list of tiles, so
-    /// one block that cannot start while another kernel holds its SM delays the whole call
-    /// until that kernel ends; with a margin the grid is sized for `sm_count - sm_margin`
-    /// SMs (at least one). 0 (the default) sizes it for the whole GPU.
-    pub sm_margin: u32,
-}
-
-impl CallOptions {
-    /// The SMs a call sizes its grid for on a device of `sm_count`: all but `sm_margin`, and
-    /// at least one.
-    pub fn usable_sms(&self, sm_count: u32) -> u32 {
-        sm_count.saturating_sub(self.sm_margin).max(1)
-    }
-}
-
-impl Default for CallOptions {
-    fn default() -> Self {
-        CallOptions {
-            kernel: KernelChoice::Auto,
-            check_descales: true,
-            sm_margin: 0,
+impl<'a> Attention<'a> {
+    /// A call of `q` against `k` and `v` into `o`, without LSE or descales.
+    pub fn new(
+        q: TensorRef<'a>,
+        k: TensorRef<'a>,
+        v: TensorRef<'a>,
+        o: TensorMut<'a>,
+        params: AttnParams,
+    ) -> Attention<'a> {
+        Attention {
+            common: CallCommon::new(q, o, params),
+            k,
+            v,
         }
     }
 }
 
-/// What was launched.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Launched {
-    /// The spec.
-    pub spec: KernelSpec,
-    /// Grid.
-    pub grid: [u32; 3],
-    /// Threads per block.
-    pub block: u32,
-    /// Dynamic shared memory bytes.
-    pub smem: u32,
-}
-
-/// Every borrow of a call with the stream it was made on: `borrows` (the tensors and index
-/// arrays, named), then the LSE and the descales of Q, K and V where present. An iterator, so
-/// the check costs a call no allocation.
-pub(crate) fn call_streams<'s, const N: usize>(
-    borrows: [(&'static str, StreamId); N],
-    lse: &'s Option<VecMut<'s>>,
-    descales: [&'s Option<Descale<'s>>; 3],
-) -> impl Iterator<Item = (&'static str, StreamId)> + 's {
-    let names = ["Q's descale", "K's descale", "V's descale"];
-    borrows
-        .into_iter()
-        .chain(lse.iter().map(|l| ("LSE", l.stream)))
-        .chain(
-            names
-                .into_iter()
-                .zip(descales)
-                .filter_map(|(n, d)| d.as_ref().map(|d| (n, d.values.stream))),
-        )
-}
-
-/// The validation view of an optional descale.
-pub(crate) fn desc(d: &Option<Descale<'_>>) -> Option<DescaleDesc> {
-    d.as_ref().map(|d| DescaleDesc {
-        ptr: d.values.ptr,
-        len: d.values.len,
-        batch_stride: d.batch_stride,
-    })
-}
-
-/// The validation view of a call's tensors, LSE, descales and parameters (dense and varlen
-/// calls alike).
-pub(crate) fn call_desc(
-    [q, k, v]: [&TensorRef<'_>; 3],
-    o: &TensorMut<'_>,
-    lse: &Option<VecMut<'_>>,
-    descales: [&Option<Descale<'_>>; 3],
-    params: AttnParams,
-) -> CallDesc {
-    CallDesc {
-        q: q.desc,
-        k: k.desc,
-        v: v.desc,
-        o: o.desc,
-        lse: lse.as_ref().map(|l| (l.ptr, l.len)),
-        descales: descales.map(desc),
-        params,
-    }
-}
+common_builders!(Attention, qkv);
 
 impl Attention<'_> {
     /// Every borrow of the call with the stream it was made on.
     pub(crate) fn streams(&self) -> impl Iterator<Item = (&'static str, StreamId)> + '_ {
-        call_streams(
-            [
-                self.q.on("Q"),
-                self.k.on("K"),
-                self.v.on("V"),
-                self.o.on("O"),
-            ],
-            &self.lse,
-            [&self.q_descale, &self.k_descale, &self.v_descale],
-        )
+        let c = &self.common;
+        c.streams([c.q.on("Q"), self.k.on("K"), self.v.on("V"), c.o.on("O")])
     }
 
     /// The validation view of this call.
-    pub fn describe(&self) -> CallDesc {
-        call_desc(
-            [&self.q, &self.k, &self.v],
-            &self.o,
-            &self.lse,
-            [&self.q_descale, &self.k_descale, &self.v_descale],
-            self.params,
-        )
+    pub(crate) fn describe(&self) -> CallDesc {
+        self.common.desc(self.k.desc, self.v.desc)
     }
 }
 
@@ -202,21 +108,14 @@ impl Device {
         let Validated { precision, shape } = validate(&call)?;
         let sm_count = opts.usable_sms(self.info().sm_count);
         if opts.check_descales {
-            check_descales(
-                stream,
-                [
-                    ("Q", &a.q_descale),
-                    ("K", &a.k_descale),
-                    ("V", &a.v_descale),
-                ],
-            )?;
+            check_descales(stream, a.common.named_descales())?;
         }
         let variant = match opts.kernel {
             KernelChoice::Auto => dispatch::choose(
                 self.info().arch,
                 precision,
                 &shape,
-                a.params.causal,
+                a.common.params.causal,
                 sm_count,
             )?,
             KernelChoice::Variant(v) => v,
@@ -225,7 +124,7 @@ impl Device {
             variant,
             precision,
             head_dim: shape.head_dim as u32,
-            causal: a.params.causal,
+            causal: a.common.params.causal,
         };
         spec.validate(self.info().arch)?;
         let kernel = self.kernel(&spec)?;
@@ -252,7 +151,7 @@ impl Device {
             )));
         }
         let grid = [g[0] as u32, g[1] as u32, g[2] as u32];
-        let params = sdpa_params(&call, &shape, [&a.q_descale, &a.k_descale, &a.v_descale])?;
+        let params = sdpa_params(&call, &shape, a.common.descales())?;
         if spec.variant.family == Family::Decode {
             return super::decode::launch(stream, &kernel, &spec, &shape, &params, None, sm_count);
         }
@@ -314,109 +213,4 @@ pub(super) unsafe fn launch_sdpa(
         block: spec.variant.threads(),
         smem: spec.dynamic_smem_bytes(),
     })
-}
-
-/// Reads descales back and checks they are finite and > 0 (synchronizes the stream).
-pub(crate) fn check_descales(
-    stream: &CudaStream,
-    descales: [(&str, &Option<Descale<'_>>); 3],
-) -> Result<()> {
-    for (name, d) in descales {
-        if let Some(d) = d {
-            let host =
-                read_back::<f32>(stream, d.values.ptr, d.values.len, "reading descales back")?;
-            check_descale_values(name, &host)?;
-        }
-    }
-    Ok(())
-}
-
-/// Copies `len` elements at device address `ptr` to the host (synchronizes the stream).
-pub(crate) fn read_back<T: Default + Clone + cudarc::driver::DeviceRepr>(
-    stream: &CudaStream,
-    ptr: u64,
-    len: usize,
-    what: &'static str,
-) -> Result<Vec<T>> {
-    let mut host = vec![T::default(); len];
-    // SAFETY: `host` holds `len` elements; the pointer is a live device buffer of at least
-    // `len` elements (a borrowed VecRef or IdxRef); we synchronize before reading.
-    unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut host, ptr, stream.cu_stream()) }
-        .map_err(Error::driver(what))?;
-    stream.synchronize().map_err(Error::driver(what))?;
-    Ok(host)
-}
-
-/// The kernels' parameter block for a validated call.
-pub(crate) fn sdpa_params(
-    call: &CallDesc,
-    shape: &crate::problem::AttnShape,
-    descales: [&Option<Descale<'_>>; 3],
-) -> Result<SdpaParams> {
-    // Validation proved every value below fits; a failure here is a validation bug, reported
-    // as an error rather than a wrapped value.
-    let narrow = |x: usize, what: &str| {
-        i32::try_from(x)
-            .map_err(|_| Error::InvalidInput(format!("{what} = {x} does not fit the kernels' i32")))
-    };
-    let s = |t: &super::tensor::TensorDesc| -> Result<[i64; 3]> {
-        let w = |i: usize| {
-            i64::try_from(t.strides[i]).map_err(|_| {
-                Error::InvalidInput(format!("stride {} does not fit an i64", t.strides[i]))
-            })
-        };
-        Ok([w(0)?, w(1)?, w(2)?])
-    };
-    let (qs, ks, vs, os) = (s(&call.q)?, s(&call.k)?, s(&call.v)?, s(&call.o)?);
-    let ds = |d: &Option<Descale<'_>>| -> Result<(u64, i32)> {
-        d.as_ref().map_or(Ok((0, 0)), |d| {
-            Ok((
-                d.values.ptr,
-                narrow(d.batch_stride, "a descale batch stride")?,
-            ))
-        })
-    };
-    let params = SdpaParams {
-        q: call.q.ptr,
-        k: call.k.ptr,
-        v: call.v.ptr,
-        o: call.o.ptr,
-        lse: call.lse.map_or(0, |l| l.0),
-        q_descale: ds(descales[0])?.0,
-        k_descale: ds(descales[1])?.0,
-        v_descale: ds(descales[2])?.0,
-        q_stride_b: qs[0],
-        q_stride_s: qs[1],
-        q_stride_h: qs[2],
-        k_stride_b: ks[0],
-        k_stride_s: ks[1],
-        k_stride_h: ks[2],
-        v_stride_b: vs[0],
-        v_stride_s: vs[1],
-        v_stride_h: vs[2],
-        o_stride_b: os[0],
-        o_stride_s: os[1],
-        o_stride_h: os[2],
-        batch: narrow(shape.batch, "batch")?,
-        seq_q: narrow(shape.seq_q, "seq_q")?,
-        seq_kv: narrow(shape.seq_kv, "seq_kv")?,
-        heads_q: narrow(shape.heads_q, "heads_q")?,
-        heads_kv: narrow(shape.heads_kv, "heads_kv")?,
-        q_descale_stride_b: ds(descales[0])?.1,
-        kv_descale_stride_b: ds(descales[1])?.1,
-        scale: call.params.scale,
-        scale_log2: call.params.scale * std::f32::consts::LOG2_E,
-        // Dense: no sequence offsets (a varlen call sets them: runtime/varlen.rs).
-        cu_seqlens_q: 0,
-        cu_seqlens_k: 0,
-        total_q: 0,
-        total_k: 0,
-    };
-    if descales[1].as_ref().map(|d| d.batch_stride) != descales[2].as_ref().map(|d| d.batch_stride)
-    {
-        return Err(Error::InvalidInput(
-            "K and V descales must have the same batch stride".into(),
-        ));
-    }
-    Ok(params)
 }

@@ -3,7 +3,7 @@
 //! fp32 partials in stream-ordered scratch memory freed behind them.
 
 use super::abi::{DecodeParams, SdpaParams};
-use super::attention::Launched;
+use super::call::Launched;
 use super::device::LoadedKernel;
 use super::validate::{CallDesc, PagedDesc};
 use crate::error::{Error, Result};

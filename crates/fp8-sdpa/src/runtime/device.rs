@@ -43,6 +43,7 @@ pub struct DeviceInfo {
 }
 
 /// A kernel loaded on the device.
+#[doc(hidden)]
 pub struct LoadedKernel {
     /// The compile result (resources, log, origin).
     pub compiled: Compiled,
@@ -59,7 +60,24 @@ impl LoadedKernel {
     }
 }
 
-/// An open GPU.
+/// An open GPU: its context, what it is ([`DeviceInfo`]), and the kernels loaded on it.
+/// The attention calls are its methods ([`Device::attention`] and the others, see
+/// [`super`]).
+///
+/// ```no_run
+/// # fn main() -> fp8_sdpa::Result<()> {
+/// use fp8_sdpa::runtime::Device;
+/// if Device::count() == 0 {
+///     return Ok(()); // no GPU, or no driver
+/// }
+/// let dev = Device::open(0)?;
+/// let info = dev.info();
+/// println!("{} ({}, {} SMs)", info.name, info.arch.name(), info.sm_count);
+/// let stream = dev.new_stream()?; // the stream calls run on
+/// # let _ = stream;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Device {
     ctx: Arc<CudaContext>,
     info: DeviceInfo,
@@ -76,6 +94,7 @@ impl Device {
     }
 
     /// Opens device `ordinal` compiling through `compiler`.
+    #[doc(hidden)]
     pub fn open_with(ordinal: usize, compiler: Compiler) -> Result<Device> {
         libs::ensure_driver()?;
         libs::ensure_nvrtc()?;
@@ -153,6 +172,7 @@ impl Device {
 
     /// A helper module (not an attention kernel) compiled from `src` with `defines`, loaded
     /// once per distinct define set.
+    #[doc(hidden)]
     pub fn module(
         &self,
         src: &KernelSource,
@@ -179,12 +199,14 @@ impl Device {
     }
 
     /// The kernel for `spec`, compiled (or taken from the disk cache) and loaded on first use.
+    #[doc(hidden)]
     pub fn kernel(&self, spec: &KernelSpec) -> Result<Arc<LoadedKernel>> {
         self.load_kernel(spec, false)
     }
 
     /// The portable kernel for `spec` in its variable-length mode
     /// ([`Compiler::compile_varlen`]), loaded on first use.
+    #[doc(hidden)]
     pub fn kernel_varlen(&self, spec: &KernelSpec) -> Result<Arc<LoadedKernel>> {
         self.load_kernel(spec, true)
     }

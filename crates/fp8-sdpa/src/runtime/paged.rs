@@ -22,33 +22,31 @@
 //! let table = stream.clone_htod(&(0..(batch * max_pages) as i32).collect::<Vec<_>>()).unwrap();
 //! let lens = stream.clone_htod(&[300i32, 17]).unwrap();
 //! let mut o = stream.alloc_zeros::<u16>(batch * heads_q * dim).unwrap();
-//! let call = PagedAttention {
-//!     q: TensorRef::contiguous(&q, &stream, DType::F16, [batch, 1, heads_q, dim], Layout::Bshd)?,
-//!     kv: PagedKv {
-//!         k_cache: TensorRef::contiguous(&k, &stream, DType::F16, [pages, page_size, heads_kv, dim], Layout::Bshd)?,
-//!         v_cache: TensorRef::contiguous(&v, &stream, DType::F16, [pages, page_size, heads_kv, dim], Layout::Bshd)?,
+//! let pool = [pages, page_size, heads_kv, dim];
+//! let call = PagedAttention::new(
+//!     TensorRef::contiguous(&q, &stream, DType::F16, [batch, 1, heads_q, dim], Layout::Bshd)?,
+//!     PagedKv {
+//!         k_cache: TensorRef::contiguous(&k, &stream, DType::F16, pool, Layout::Bshd)?,
+//!         v_cache: TensorRef::contiguous(&v, &stream, DType::F16, pool, Layout::Bshd)?,
 //!         block_table: IdxRef::new(&table, &stream),
 //!         max_pages,
 //!         seqlens_k: IdxRef::new(&lens, &stream),
 //!     },
-//!     o: TensorMut::contiguous(&mut o, &stream, DType::F16, [batch, 1, heads_q, dim], Layout::Bshd)?,
-//!     lse: None,
-//!     k_descale: None,
-//!     v_descale: None,
-//!     params: AttnParams::default_for(dim, false),
-//! };
+//!     TensorMut::contiguous(&mut o, &stream, DType::F16, [batch, 1, heads_q, dim], Layout::Bshd)?,
+//!     AttnParams::default_for(dim, false),
+//! );
 //! dev.paged_attention(&stream, &call, CallOptions::default())?;
 //! # Ok(())
 //! # }
 //! ```
 
-use super::attention::{
-    call_streams, check_descales, desc, read_back, sdpa_params, CallOptions, Descale, KernelChoice,
+use super::call::{
+    check_descales, common_builders, read_back, sdpa_params, CallCommon, CallOptions, KernelChoice,
     Launched,
 };
 use super::decode::{self, PagedArgs};
 use super::device::Device;
-use super::tensor::{check_streams, IdxRef, StreamId, TensorMut, TensorRef, VecMut};
+use super::tensor::{check_streams, IdxRef, StreamId, TensorMut, TensorRef};
 use super::validate::{
     check_cu_seqlens_q, check_page_table, validate_paged, validate_paged_varlen, CallDesc,
     PagedDesc, VarlenDesc,
@@ -74,86 +72,73 @@ pub struct PagedKv<'a> {
     pub seqlens_k: IdxRef<'a>,
 }
 
-/// One attention call over a paged cache.
-pub struct PagedAttention<'a> {
-    /// Query `[batch, seq_q, heads_q, dim]`, fp16 or bf16.
-    pub q: TensorRef<'a>,
-    /// The cache: fp16/bf16 like Q, or E4M3 with descales.
-    pub kv: PagedKv<'a>,
-    /// Output, shaped like Q; fully written.
-    pub o: TensorMut<'a>,
-    /// Optional log-sum-exp output, fp32 `[batch, heads_q, seq_q]`, natural log.
-    pub lse: Option<VecMut<'a>>,
-    /// Descale of E4M3 K: per kv-head, or per (batch, kv-head).
-    pub k_descale: Option<Descale<'a>>,
-    /// Descale of E4M3 V.
-    pub v_descale: Option<Descale<'a>>,
-    /// Scale and mask (causal aligns each sequence bottom-right: query i of a sequence with
-    /// n keys sees key j iff j <= i + n - seq_q).
-    pub params: AttnParams,
-}
+impl PagedKv<'_> {
+    /// The cache's borrows with the stream each was made on, in the order the stream check
+    /// reports them.
+    fn on(&self) -> [(&'static str, StreamId); 4] {
+        [
+            self.k_cache.on("the K cache"),
+            self.v_cache.on("the V cache"),
+            self.block_table.on("the block table"),
+            self.seqlens_k.on("seqlens_k"),
+        ]
+    }
 
-impl PagedAttention<'_> {
-    /// The validation view of this call (K and V are the page pools).
-    pub fn describe(&self) -> (CallDesc, PagedDesc) {
-        paged_views(
-            &self.q,
-            &self.kv,
-            &self.o,
-            &self.lse,
-            [&self.k_descale, &self.v_descale],
-            self.params,
-        )
+    /// The validation view of the cache's table.
+    fn desc(&self) -> PagedDesc {
+        PagedDesc {
+            block_table: (self.block_table.ptr, self.block_table.len),
+            max_pages: self.max_pages,
+            seqlens_k: (self.seqlens_k.ptr, self.seqlens_k.len),
+        }
     }
 }
 
-/// Every borrow of a paged call, dense or varlen, with the stream it was made on.
-fn paged_streams<'s>(
-    q: &'s TensorRef<'s>,
-    kv: &'s PagedKv<'s>,
-    o: &'s TensorMut<'s>,
-    lse: &'s Option<VecMut<'s>>,
-    [k_descale, v_descale]: [&'s Option<Descale<'s>>; 2],
-) -> impl Iterator<Item = (&'static str, StreamId)> + 's {
-    call_streams(
-        [
-            q.on("Q"),
-            kv.k_cache.on("the K cache"),
-            kv.v_cache.on("the V cache"),
-            kv.block_table.on("the block table"),
-            kv.seqlens_k.on("seqlens_k"),
-            o.on("O"),
-        ],
-        lse,
-        [&None, k_descale, v_descale],
-    )
+/// One attention call over a paged cache (see the module docs for an example). Its
+/// [`CallCommon`] holds Q `[batch, seq_q, heads_q, dim]` (fp16 or bf16, so no Q descale), O
+/// shaped like Q (fully written), the LSE as fp32 `[batch, heads_q, seq_q]`, and an E4M3
+/// cache's K and V descales, per kv head or per (batch, kv head). Causal aligns each
+/// sequence bottom-right: query i of a sequence with n keys sees key j iff
+/// `j <= i + n - seq_q`.
+pub struct PagedAttention<'a> {
+    /// Q, O, the LSE, the descales and the parameters.
+    pub common: CallCommon<'a>,
+    /// The cache: fp16/bf16 like Q, or E4M3 with descales.
+    pub kv: PagedKv<'a>,
 }
 
-/// The validation view of a paged call, dense or varlen: K and V are the page pools.
-fn paged_views(
-    q: &TensorRef<'_>,
-    kv: &PagedKv<'_>,
-    o: &TensorMut<'_>,
-    lse: &Option<VecMut<'_>>,
-    [k_descale, v_descale]: [&Option<Descale<'_>>; 2],
-    params: AttnParams,
-) -> (CallDesc, PagedDesc) {
-    (
-        CallDesc {
-            q: q.desc,
-            k: kv.k_cache.desc,
-            v: kv.v_cache.desc,
-            o: o.desc,
-            lse: lse.as_ref().map(|l| (l.ptr, l.len)),
-            descales: [None, desc(k_descale), desc(v_descale)],
-            params,
-        },
-        PagedDesc {
-            block_table: (kv.block_table.ptr, kv.block_table.len),
-            max_pages: kv.max_pages,
-            seqlens_k: (kv.seqlens_k.ptr, kv.seqlens_k.len),
-        },
-    )
+impl<'a> PagedAttention<'a> {
+    /// A call of `q` against the cache `kv` into `o`, without LSE or descales.
+    pub fn new(
+        q: TensorRef<'a>,
+        kv: PagedKv<'a>,
+        o: TensorMut<'a>,
+        params: AttnParams,
+    ) -> PagedAttention<'a> {
+        PagedAttention {
+            common: CallCommon::new(q, o, params),
+            kv,
+        }
+    }
+}
+
+common_builders!(PagedAttention, kv);
+
+impl PagedAttention<'_> {
+    /// Every borrow of the call with the stream it was made on.
+    pub(crate) fn streams(&self) -> impl Iterator<Item = (&'static str, StreamId)> + '_ {
+        let c = &self.common;
+        let [kc, vc, table, lens] = self.kv.on();
+        c.streams([c.q.on("Q"), kc, vc, table, lens, c.o.on("O")])
+    }
+
+    /// The validation view of this call (K and V are the page pools).
+    pub(crate) fn describe(&self) -> (CallDesc, PagedDesc) {
+        (
+            self.common.desc(self.kv.k_cache.desc, self.kv.v_cache.desc),
+            self.kv.desc(),
+        )
+    }
 }
 
 /// One attention call over a paged cache whose queries are a variable-length batch: sequence
@@ -178,66 +163,79 @@ fn paged_views(
 /// let lens = stream.clone_htod(&lens).unwrap();
 /// let mut o = stream.alloc_zeros::<u16>(total_q * heads_q * dim).unwrap();
 /// let pool = [pages, page_size, heads_kv, dim];
-/// let call = PagedAttentionVarlen {
-///     q: TensorRef::packed(&q, &stream, DType::F16, [total_q, heads_q, dim])?,
-///     kv: PagedKv {
+/// let call = PagedAttentionVarlen::new(
+///     TensorRef::packed(&q, &stream, DType::F16, [total_q, heads_q, dim])?,
+///     PagedKv {
 ///         k_cache: TensorRef::contiguous(&k, &stream, DType::F16, pool, Layout::Bshd)?,
 ///         v_cache: TensorRef::contiguous(&v, &stream, DType::F16, pool, Layout::Bshd)?,
 ///         block_table: IdxRef::new(&table, &stream),
 ///         max_pages,
 ///         seqlens_k: IdxRef::new(&lens, &stream),
 ///     },
-///     o: TensorMut::packed(&mut o, &stream, DType::F16, [total_q, heads_q, dim])?,
-///     lse: None,
-///     cu_seqlens_q: IdxRef::new(&cu_q, &stream),
-///     max_seqlen_q: 4,
-///     k_descale: None,
-///     v_descale: None,
-///     params: AttnParams::default_for(dim, true),
-/// };
+///     TensorMut::packed(&mut o, &stream, DType::F16, [total_q, heads_q, dim])?,
+///     IdxRef::new(&cu_q, &stream),
+///     4, // the longest sequence's queries
+///     AttnParams::default_for(dim, true),
+/// );
 /// dev.paged_attention_varlen(&stream, &call, CallOptions::default())?;
 /// # Ok(())
 /// # }
 /// ```
 pub struct PagedAttentionVarlen<'a> {
-    /// Query, packed `[total_q, heads_q, dim]` ([`TensorRef::packed`]), fp16 or bf16.
-    pub q: TensorRef<'a>,
+    /// Q packed `[total_q, heads_q, dim]` ([`TensorRef::packed`], fp16 or bf16, so no Q
+    /// descale), O packed like Q ([`TensorMut::packed`]; every token's rows are written), the
+    /// LSE as fp32 `[heads_q, total_q]`, an E4M3 cache's descales (per kv head or per
+    /// (sequence, kv head)) and the parameters (causal aligns each sequence bottom-right:
+    /// query i of a sequence with n_q queries and n_k keys sees key j iff
+    /// `j <= i + n_k - n_q`).
+    pub common: CallCommon<'a>,
     /// The cache: fp16/bf16 like Q, or E4M3 with descales; `block_table` `[batch, max_pages]`
     /// and `seqlens_k` `[batch]` count the sequences of `cu_seqlens_q`.
     pub kv: PagedKv<'a>,
-    /// Output, packed like Q ([`TensorMut::packed`]); every token's rows are written.
-    pub o: TensorMut<'a>,
-    /// Optional log-sum-exp output, fp32 `[heads_q, total_q]`, natural log.
-    pub lse: Option<VecMut<'a>>,
     /// i32 `[batch + 1]`: `0`, then the running total of the sequences' query tokens (the last
     /// entry is `total_q`).
     pub cu_seqlens_q: IdxRef<'a>,
     /// The longest sequence's query tokens.
     pub max_seqlen_q: usize,
-    /// Descale of E4M3 K: per kv-head, or per (sequence, kv-head).
-    pub k_descale: Option<Descale<'a>>,
-    /// Descale of E4M3 V.
-    pub v_descale: Option<Descale<'a>>,
-    /// Scale and mask (causal aligns each sequence bottom-right: query i of a sequence with
-    /// n_q queries and n_k keys sees key j iff j <= i + n_k - n_q).
-    pub params: AttnParams,
 }
 
+impl<'a> PagedAttentionVarlen<'a> {
+    /// A call of packed `q` (sequences cut by `cu_seqlens_q`, the longest `max_seqlen_q`
+    /// tokens) against the cache `kv` into packed `o`, without LSE or descales.
+    pub fn new(
+        q: TensorRef<'a>,
+        kv: PagedKv<'a>,
+        o: TensorMut<'a>,
+        cu_seqlens_q: IdxRef<'a>,
+        max_seqlen_q: usize,
+        params: AttnParams,
+    ) -> PagedAttentionVarlen<'a> {
+        PagedAttentionVarlen {
+            common: CallCommon::new(q, o, params),
+            kv,
+            cu_seqlens_q,
+            max_seqlen_q,
+        }
+    }
+}
+
+common_builders!(PagedAttentionVarlen, kv);
+
 impl PagedAttentionVarlen<'_> {
+    /// Every borrow of the call with the stream it was made on.
+    pub(crate) fn streams(&self) -> impl Iterator<Item = (&'static str, StreamId)> + '_ {
+        let c = &self.common;
+        let [kc, vc, table, lens] = self.kv.on();
+        c.streams([c.q.on("Q"), kc, vc, table, lens, c.o.on("O")])
+            .chain([self.cu_seqlens_q.on("cu_seqlens_q")])
+    }
+
     /// The validation view of this call (K and V are the page pools; the [`VarlenDesc`] has
     /// no `cu_seqlens_k`).
-    pub fn describe(&self) -> (CallDesc, PagedDesc, VarlenDesc) {
-        let (call, paged) = paged_views(
-            &self.q,
-            &self.kv,
-            &self.o,
-            &self.lse,
-            [&self.k_descale, &self.v_descale],
-            self.params,
-        );
+    pub(crate) fn describe(&self) -> (CallDesc, PagedDesc, VarlenDesc) {
         (
-            call,
-            paged,
+            self.common.desc(self.kv.k_cache.desc, self.kv.v_cache.desc),
+            self.kv.desc(),
             VarlenDesc {
                 cu_seqlens_q: (self.cu_seqlens_q.ptr, self.cu_seqlens_q.len),
                 cu_seqlens_k: (0, 0),
@@ -274,7 +272,7 @@ fn check_table_on_device(
 
 impl Device {
     /// Validates `a`, then launches the decode family's varlen mode over the paged cache on
-    /// `stream` ([`super::varlen_decode`]): the caller's decode variant, or the decode
+    /// `stream` (`runtime/varlen_decode.rs`): the caller's decode variant, or the decode
     /// default (tuned tables are not consulted).
     ///
     /// With `opts.check_descales` (the default) the descales, `cu_seqlens_q`, the block table
@@ -295,17 +293,12 @@ impl Device {
         a: &PagedAttentionVarlen<'_>,
         opts: CallOptions,
     ) -> Result<Launched> {
-        let streams = paged_streams(&a.q, &a.kv, &a.o, &a.lse, [&a.k_descale, &a.v_descale]);
-        check_streams(stream, streams.chain([a.cu_seqlens_q.on("cu_seqlens_q")]))?;
+        check_streams(stream, a.streams())?;
         let (call, paged, vl) = a.describe();
         let v = validate_paged_varlen(&call, &paged, vl.cu_seqlens_q, vl.max_seqlen_q)?;
         let page_size = call.k.shape[1];
         if opts.check_descales {
-            let none = None;
-            check_descales(
-                stream,
-                [("Q", &none), ("K", &a.k_descale), ("V", &a.v_descale)],
-            )?;
+            check_descales(stream, a.common.named_descales())?;
             let cu_q = read_back::<i32>(
                 stream,
                 vl.cu_seqlens_q.0,
@@ -326,7 +319,7 @@ impl Device {
             stream,
             &call,
             &v,
-            [&None, &a.k_descale, &a.v_descale],
+            a.common.descales(),
             variant,
             &vl,
             Some(PagedArgs::of(&call, &paged)?),
@@ -352,19 +345,12 @@ impl Device {
         a: &PagedAttention<'_>,
         opts: CallOptions,
     ) -> Result<Launched> {
-        check_streams(
-            stream,
-            paged_streams(&a.q, &a.kv, &a.o, &a.lse, [&a.k_descale, &a.v_descale]),
-        )?;
+        check_streams(stream, a.streams())?;
         let (call, paged) = a.describe();
         let v = validate_paged(&call, &paged)?;
         let page_size = call.k.shape[1];
         if opts.check_descales {
-            let none = None;
-            check_descales(
-                stream,
-                [("Q", &none), ("K", &a.k_descale), ("V", &a.v_descale)],
-            )?;
+            check_descales(stream, a.common.named_descales())?;
             check_table_on_device(stream, &paged, page_size, call.k.shape[0])?;
         }
         let variant = match opts.kernel {
@@ -386,11 +372,11 @@ impl Device {
             variant,
             precision: v.precision,
             head_dim: v.shape.head_dim as u32,
-            causal: a.params.causal,
+            causal: a.common.params.causal,
         };
         spec.validate(self.info().arch)?;
         let kernel = self.kernel(&spec)?;
-        let params = sdpa_params(&call, &v.shape, [&None, &a.k_descale, &a.v_descale])?;
+        let params = sdpa_params(&call, &v.shape, a.common.descales())?;
         decode::launch(
             stream,
             &kernel,

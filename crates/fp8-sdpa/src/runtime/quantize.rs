@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 /// What the quantizer's launch needs of a checked input: its dims as the kernels' `int`s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)]
 pub struct QuantizePlan {
     /// batch, seq, heads, dim, each < 2^31.
     pub dims: [i32; 4],
@@ -21,6 +22,7 @@ pub struct QuantizePlan {
 /// The quantizer's host checks, apart from the device: `x`'s elements lie in its buffer,
 /// `codes` (bytes) and `descales` (floats) hold the outputs, every size fits the kernels'
 /// integers and grid. All arithmetic is checked, so no input can wrap a size.
+#[doc(hidden)]
 pub fn plan(d: &TensorDesc, codes_len: usize, descales_len: usize) -> Result<QuantizePlan> {
     let bad = |m: String| Err(Error::InvalidInput(m));
     if !matches!(d.dtype, DType::F16 | DType::Bf16) {
@@ -83,6 +85,26 @@ pub fn plan(d: &TensorDesc, codes_len: usize, descales_len: usize) -> Result<Qua
 }
 
 /// Quantizes `x` into `codes` (BSHD, `batch*seq*heads*dim` bytes) and `descales` (`batch*heads`).
+///
+/// ```no_run
+/// # fn main() -> fp8_sdpa::Result<()> {
+/// use fp8_sdpa::runtime::{quantize::quantize_e4m3, Descale, Device, TensorRef, VecRef};
+/// use fp8_sdpa::{DType, Layout};
+/// let dev = Device::open(0)?;
+/// let stream = dev.new_stream()?;
+/// let shape = [2, 4096, 8, 128]; // K: [batch, seq, heads_kv, dim]
+/// let k = stream.alloc_zeros::<u16>(shape.iter().product()).unwrap(); // bf16 bits
+/// let mut codes = stream.alloc_zeros::<u8>(shape.iter().product()).unwrap();
+/// let mut descales = stream.alloc_zeros::<f32>(2 * 8).unwrap();
+/// let x = TensorRef::contiguous(&k, &stream, DType::Bf16, shape, Layout::Bshd)?;
+/// quantize_e4m3(&dev, &stream, &x, &mut codes, &mut descales)?;
+/// // The codes are an E4M3 K for an attention call, with one descale per (batch, kv head).
+/// let k8 = TensorRef::contiguous(&codes, &stream, DType::E4m3, shape, Layout::Bshd)?;
+/// let k_descale = Descale { values: VecRef::new(&descales, &stream), batch_stride: 8 };
+/// # let _ = (k8, k_descale);
+/// # Ok(())
+/// # }
+/// ```
 pub fn quantize_e4m3(
     dev: &Device,
     stream: &Arc<CudaStream>,

@@ -65,6 +65,28 @@ pub struct TensorDesc {
 
 /// A read-only 4-d tensor `[batch, seq, heads, dim]` (logical order) on the device. Borrow it
 /// on the stream of the call that reads it (the module's "Streams" says why).
+///
+/// ```no_run
+/// # fn main() -> fp8_sdpa::Result<()> {
+/// use fp8_sdpa::runtime::{Device, TensorRef};
+/// use fp8_sdpa::{DType, Layout};
+/// let dev = Device::open(0)?;
+/// let stream = dev.new_stream()?;
+/// let (batch, seq, heads, dim) = (2, 512, 8, 128);
+/// let buf = stream.alloc_zeros::<u16>(batch * seq * heads * dim).unwrap(); // f16 bits
+/// // Contiguous, heads before sequence (BHSD): the layout sets the strides.
+/// let k = TensorRef::contiguous(&buf, &stream, DType::F16, [batch, seq, heads, dim], Layout::Bhsd)?;
+/// # drop(k);
+/// // The same buffer seen with explicit element strides (here BSHD).
+/// let strides = [seq * heads * dim, heads * dim, dim, 1];
+/// let k = TensorRef::new(&buf, &stream, DType::F16, [batch, seq, heads, dim], strides)?;
+/// # drop(k);
+/// // A variable-length batch's packed [total_tokens, heads, dim].
+/// let k = TensorRef::packed(&buf, &stream, DType::F16, [batch * seq, heads, dim])?;
+/// # drop(k);
+/// # Ok(())
+/// # }
+/// ```
 pub struct TensorRef<'a> {
     pub(crate) desc: TensorDesc,
     pub(crate) stream: StreamId,

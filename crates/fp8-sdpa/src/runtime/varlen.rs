@@ -14,7 +14,7 @@
 //!   [`KernelChoice::Auto`] when [`crate::AttnShape::is_decode`] holds for the sequences as the
 //!   batch and the longest lengths (few query rows per kv head, a cache of 1k keys or more) and
 //!   the precision is fp16/bf16 Q with 16-bit or E4M3 K/V, or when the caller names a decode
-//!   variant (see [`super::varlen_decode`]; it also reads a paged cache with packed queries,
+//!   variant (see `runtime/varlen_decode.rs`; it also reads a paged cache with packed queries,
 //!   [`super::PagedAttentionVarlen`]);
 //! - the Hopper family (TMA and `wgmma`, sm_90a: fp16, bf16, full FP8), for the other fp16/bf16
 //!   calls at D64 and D128 on sm_90a; its kernels read each sequence through tensor maps over
@@ -46,33 +46,28 @@
 //! let mut lse = stream.alloc_zeros::<f32>(heads_q * total_q).unwrap();
 //! let cu_q = stream.clone_htod(&cu_q).unwrap();
 //! let cu_k = stream.clone_htod(&cu_k).unwrap();
-//! let call = AttentionVarlen {
-//!     q: TensorRef::packed(&q, &stream, DType::F16, [total_q, heads_q, dim])?,
-//!     k: TensorRef::packed(&k, &stream, DType::F16, [total_k, heads_kv, dim])?,
-//!     v: TensorRef::packed(&v, &stream, DType::F16, [total_k, heads_kv, dim])?,
-//!     o: TensorMut::packed(&mut o, &stream, DType::F16, [total_q, heads_q, dim])?,
-//!     lse: Some(VecMut::new(&mut lse, &stream)),
-//!     cu_seqlens_q: IdxRef::new(&cu_q, &stream),
-//!     cu_seqlens_k: IdxRef::new(&cu_k, &stream),
-//!     max_seqlen_q: 5,
-//!     max_seqlen_k: 300,
-//!     q_descale: None,
-//!     k_descale: None,
-//!     v_descale: None,
-//!     params: AttnParams::default_for(dim, true),
-//! };
+//! let call = AttentionVarlen::new(
+//!     TensorRef::packed(&q, &stream, DType::F16, [total_q, heads_q, dim])?,
+//!     TensorRef::packed(&k, &stream, DType::F16, [total_k, heads_kv, dim])?,
+//!     TensorRef::packed(&v, &stream, DType::F16, [total_k, heads_kv, dim])?,
+//!     TensorMut::packed(&mut o, &stream, DType::F16, [total_q, heads_q, dim])?,
+//!     [IdxRef::new(&cu_q, &stream), IdxRef::new(&cu_k, &stream)],
+//!     [5, 300], // the longest sequence's queries and keys
+//!     AttnParams::default_for(dim, true),
+//! )
+//! .with_lse(VecMut::new(&mut lse, &stream));
 //! dev.attention_varlen(&stream, &call, CallOptions::default())?;
 //! # Ok(())
 //! # }
 //! ```
 
-use super::attention::call_streams;
-use super::attention::{
-    call_desc, check_descales, launch_sdpa, read_back, sdpa_params, CallOptions, Descale,
-    KernelChoice, Launched,
+use super::attention::launch_sdpa;
+use super::call::{
+    check_descales, common_builders, read_back, sdpa_params, CallCommon, CallOptions, KernelChoice,
+    Launched,
 };
 use super::device::Device;
-use super::tensor::{check_streams, IdxRef, StreamId, TensorMut, TensorRef, VecMut};
+use super::tensor::{check_streams, IdxRef, StreamId, TensorMut, TensorRef};
 use super::validate::{check_cu_seqlens, validate_varlen, CallDesc, VarlenDesc};
 use crate::dispatch;
 use crate::error::{Error, Result};
@@ -81,18 +76,19 @@ use crate::problem::AttnParams;
 use crate::variant::{Family, KernelSpec, Variant};
 use cudarc::driver::CudaStream;
 
-/// One attention call over a variable-length batch.
+/// One attention call over a variable-length batch (see the module docs for the packing and
+/// an example). Its [`CallCommon`] holds Q packed `[total_q, heads_q, dim]`
+/// ([`TensorRef::packed`]), O packed like Q ([`TensorMut::packed`]; every token's rows are
+/// written), the LSE as fp32 `[heads_q, total_q]`, and descales per head or per (sequence,
+/// head).
 pub struct AttentionVarlen<'a> {
-    /// Query, packed `[total_q, heads_q, dim]` ([`TensorRef::packed`]).
-    pub q: TensorRef<'a>,
+    /// Q, O, the LSE, the descales and the parameters (causal aligns each sequence
+    /// bottom-right).
+    pub common: CallCommon<'a>,
     /// Keys, packed `[total_k, heads_kv, dim]`.
     pub k: TensorRef<'a>,
     /// Values, shaped like K.
     pub v: TensorRef<'a>,
-    /// Output, packed like Q ([`TensorMut::packed`]); every token's rows are written.
-    pub o: TensorMut<'a>,
-    /// Optional log-sum-exp output, fp32 `[heads_q, total_q]`, natural log.
-    pub lse: Option<VecMut<'a>>,
     /// i32 `[batch + 1]`: `0`, then the running total of the sequences' query tokens (the last
     /// entry is `total_q`).
     pub cu_seqlens_q: IdxRef<'a>,
@@ -103,43 +99,53 @@ pub struct AttentionVarlen<'a> {
     pub max_seqlen_q: usize,
     /// The longest sequence's keys.
     pub max_seqlen_k: usize,
-    /// Descale of Q (E4M3 or simulated-FP8 Q only): per head, or per (sequence, head).
-    pub q_descale: Option<Descale<'a>>,
-    /// Descale of K (E4M3 or simulated-FP8 K only): per kv head, or per (sequence, kv head).
-    pub k_descale: Option<Descale<'a>>,
-    /// Descale of V, as K's.
-    pub v_descale: Option<Descale<'a>>,
-    /// Scale and mask (causal aligns each sequence bottom-right).
-    pub params: AttnParams,
 }
+
+impl<'a> AttentionVarlen<'a> {
+    /// A call of packed `q` against packed `k` and `v` into packed `o`, the sequences cut by
+    /// `[cu_seqlens_q, cu_seqlens_k]`, the longest `[max_seqlen_q, max_seqlen_k]` tokens;
+    /// without LSE or descales.
+    pub fn new(
+        q: TensorRef<'a>,
+        k: TensorRef<'a>,
+        v: TensorRef<'a>,
+        o: TensorMut<'a>,
+        [cu_seqlens_q, cu_seqlens_k]: [IdxRef<'a>; 2],
+        [max_seqlen_q, max_seqlen_k]: [usize; 2],
+        params: AttnParams,
+    ) -> AttentionVarlen<'a> {
+        AttentionVarlen {
+            common: CallCommon::new(q, o, params),
+            k,
+            v,
+            cu_seqlens_q,
+            cu_seqlens_k,
+            max_seqlen_q,
+            max_seqlen_k,
+        }
+    }
+}
+
+common_builders!(AttentionVarlen, qkv);
 
 impl AttentionVarlen<'_> {
     /// Every borrow of the call with the stream it was made on.
     pub(crate) fn streams(&self) -> impl Iterator<Item = (&'static str, StreamId)> + '_ {
-        call_streams(
-            [
-                self.q.on("Q"),
-                self.k.on("K"),
-                self.v.on("V"),
-                self.o.on("O"),
-                self.cu_seqlens_q.on("cu_seqlens_q"),
-                self.cu_seqlens_k.on("cu_seqlens_k"),
-            ],
-            &self.lse,
-            [&self.q_descale, &self.k_descale, &self.v_descale],
-        )
+        let c = &self.common;
+        c.streams([
+            c.q.on("Q"),
+            self.k.on("K"),
+            self.v.on("V"),
+            c.o.on("O"),
+            self.cu_seqlens_q.on("cu_seqlens_q"),
+            self.cu_seqlens_k.on("cu_seqlens_k"),
+        ])
     }
 
     /// The validation view of this call.
-    pub fn describe(&self) -> (CallDesc, VarlenDesc) {
+    pub(crate) fn describe(&self) -> (CallDesc, VarlenDesc) {
         (
-            call_desc(
-                [&self.q, &self.k, &self.v],
-                &self.o,
-                &self.lse,
-                [&self.q_descale, &self.k_descale, &self.v_descale],
-                self.params,
-            ),
+            self.common.desc(self.k.desc, self.v.desc),
             VarlenDesc {
                 cu_seqlens_q: (self.cu_seqlens_q.ptr, self.cu_seqlens_q.len),
                 cu_seqlens_k: (self.cu_seqlens_k.ptr, self.cu_seqlens_k.len),
@@ -208,14 +214,7 @@ impl Device {
         let v = validate_varlen(&call, &vl)?;
         let (total_q, total_k) = (call.q.shape[1], call.k.shape[1]);
         if opts.check_descales {
-            check_descales(
-                stream,
-                [
-                    ("Q", &a.q_descale),
-                    ("K", &a.k_descale),
-                    ("V", &a.v_descale),
-                ],
-            )?;
+            check_descales(stream, a.common.named_descales())?;
             let cu_q = read_back::<i32>(
                 stream,
                 vl.cu_seqlens_q.0,
@@ -238,14 +237,18 @@ impl Device {
         let arch = self.info().arch;
         // The decode family first (runtime/varlen_decode.rs): decode-shaped calls, or a decode
         // variant named by the caller.
-        if let Some(variant) =
-            super::varlen_decode::choose(arch, v.precision, &v.shape, a.params.causal, opts.kernel)
-        {
+        if let Some(variant) = super::varlen_decode::choose(
+            arch,
+            v.precision,
+            &v.shape,
+            a.common.params.causal,
+            opts.kernel,
+        ) {
             return self.launch_varlen_decode(
                 stream,
                 &call,
                 &v,
-                [&a.q_descale, &a.k_descale, &a.v_descale],
+                a.common.descales(),
                 variant,
                 &vl,
                 None,
@@ -253,12 +256,18 @@ impl Device {
             );
         }
         let head_dim = v.shape.head_dim as u32;
-        let variant = choose_varlen(arch, v.precision, head_dim, a.params.causal, opts.kernel)?;
+        let variant = choose_varlen(
+            arch,
+            v.precision,
+            head_dim,
+            a.common.params.causal,
+            opts.kernel,
+        )?;
         let spec = KernelSpec {
             variant,
             precision: v.precision,
             head_dim,
-            causal: a.params.causal,
+            causal: a.common.params.causal,
         };
         spec.validate(arch)?;
         // The kernel's variable-length mode (a module of its own: SDPA_VARLEN), compiled on
@@ -279,7 +288,7 @@ impl Device {
             )));
         }
         let grid = [g[0] as u32, g[1] as u32, g[2] as u32];
-        let mut params = sdpa_params(&call, &v.shape, [&a.q_descale, &a.k_descale, &a.v_descale])?;
+        let mut params = sdpa_params(&call, &v.shape, a.common.descales())?;
         // Sequences are cut out by the offsets, not a batch stride.
         params.q_stride_b = 0;
         params.k_stride_b = 0;

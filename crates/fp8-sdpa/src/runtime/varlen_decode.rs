@@ -18,7 +18,7 @@
 //! `[.., heads_q, total_q]`, and the merge writes the packed O. Offsets are clamped to the
 //! packed tensors (a paged length to the table's capacity) in the kernel.
 
-use super::attention::{Descale, KernelChoice, Launched};
+use super::call::{sdpa_params, Descale, KernelChoice, Launched};
 use super::decode::{self, PagedArgs};
 use super::device::Device;
 use super::validate::{CallDesc, Validated, VarlenDesc};
@@ -98,7 +98,7 @@ impl Device {
         };
         spec.validate(self.info().arch)?;
         let kernel = self.kernel_varlen(&spec)?;
-        let mut params = super::attention::sdpa_params(call, &v.shape, descales)?;
+        let mut params = sdpa_params(call, &v.shape, descales)?;
         // Sequences are cut out by the offsets (Q and O always; K and V unless paged, where the
         // batch stride is the page stride).
         params.q_stride_b = 0;

@@ -3,8 +3,8 @@
 use crate::attn_io;
 use cudarc::driver::{CudaSlice, CudaStream};
 use fp8_sdpa::runtime::{
-    Attention, AttentionVarlen, CallOptions, Descale, Device, IdxRef, KernelChoice, Launched,
-    PagedAttention, PagedAttentionVarlen, PagedKv, TensorMut, TensorRef, VecMut, VecRef,
+    Attention, AttentionVarlen, CallCommon, CallOptions, Descale, Device, IdxRef, KernelChoice,
+    Launched, PagedAttention, PagedAttentionVarlen, PagedKv, TensorMut, TensorRef, VecMut, VecRef,
 };
 use fp8_sdpa::{AttnParams, Error, Layout, Precision, Variant};
 use std::path::PathBuf;
@@ -266,15 +266,17 @@ fn contiguous(
         .map(|d| upload_descale(st, d))
         .collect::<fp8_sdpa::Result<Vec<_>>>()?;
     let call = Attention {
-        q: s.q,
+        common: CallCommon {
+            q: s.q,
+            o: s.o,
+            lse: s.lse,
+            q_descale: descale(st, &ds[0], &f.descales[0]),
+            k_descale: descale(st, &ds[1], &f.descales[1]),
+            v_descale: descale(st, &ds[2], &f.descales[2]),
+            params: s.params,
+        },
         k: TensorRef::contiguous(&dk, st, k.dtype, k.shape, layout)?,
         v: TensorRef::contiguous(&dv, st, v.dtype, v.shape, layout)?,
-        o: s.o,
-        lse: s.lse,
-        q_descale: descale(st, &ds[0], &f.descales[0]),
-        k_descale: descale(st, &ds[1], &f.descales[1]),
-        v_descale: descale(st, &ds[2], &f.descales[2]),
-        params: s.params,
     };
     let launched = dev.attention(st, &call, s.opts)?;
     st.synchronize()
@@ -313,27 +315,33 @@ fn paged(
     let launched = if let Some(cu) = &p.cu_seqlens_q {
         let cu_q = upload(st, cu, "uploading cu_seqlens_q")?;
         let call = PagedAttentionVarlen {
-            // The packed q as one batch [1, total_q, heads_q, dim], as for a varlen file.
-            q: s.q,
+            common: CallCommon {
+                // The packed q as one batch [1, total_q, heads_q, dim], as for a varlen file.
+                q: s.q,
+                o: s.o,
+                lse: s.lse,
+                q_descale: None,
+                k_descale: descale(st, &ds[0], &p.descales[0]),
+                v_descale: descale(st, &ds[1], &p.descales[1]),
+                params: s.params,
+            },
             kv,
-            o: s.o,
-            lse: s.lse,
             cu_seqlens_q: IdxRef::new(&cu_q, st),
             max_seqlen_q: p.max_seqlen_q,
-            k_descale: descale(st, &ds[0], &p.descales[0]),
-            v_descale: descale(st, &ds[1], &p.descales[1]),
-            params: s.params,
         };
         dev.paged_attention_varlen(st, &call, s.opts)?
     } else {
         let call = PagedAttention {
-            q: s.q,
+            common: CallCommon {
+                q: s.q,
+                o: s.o,
+                lse: s.lse,
+                q_descale: None,
+                k_descale: descale(st, &ds[0], &p.descales[0]),
+                v_descale: descale(st, &ds[1], &p.descales[1]),
+                params: s.params,
+            },
             kv,
-            o: s.o,
-            lse: s.lse,
-            k_descale: descale(st, &ds[0], &p.descales[0]),
-            v_descale: descale(st, &ds[1], &p.descales[1]),
-            params: s.params,
         };
         dev.paged_attention(st, &call, s.opts)?
     };
@@ -368,19 +376,21 @@ fn varlen(
         TensorRef::packed(buf, st, t.dtype, [n, h, d])
     };
     let call = AttentionVarlen {
-        q: s.q,
+        common: CallCommon {
+            q: s.q,
+            o: s.o,
+            lse: s.lse,
+            q_descale: descale(st, &ds[0], &f.descales[0]),
+            k_descale: descale(st, &ds[1], &f.descales[1]),
+            v_descale: descale(st, &ds[2], &f.descales[2]),
+            params: s.params,
+        },
         k: packed(&dk, k)?,
         v: packed(&dv, v)?,
-        o: s.o,
-        lse: s.lse,
         cu_seqlens_q: IdxRef::new(&cu_q, st),
         cu_seqlens_k: IdxRef::new(&cu_k, st),
         max_seqlen_q: f.max_seqlen_q,
         max_seqlen_k: f.max_seqlen_k,
-        q_descale: descale(st, &ds[0], &f.descales[0]),
-        k_descale: descale(st, &ds[1], &f.descales[1]),
-        v_descale: descale(st, &ds[2], &f.descales[2]),
-        params: s.params,
     };
     let launched = dev.attention_varlen(st, &call, s.opts)?;
     st.synchronize()

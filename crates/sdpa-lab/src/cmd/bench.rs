@@ -279,35 +279,30 @@ fn launch(
     if let Some(t) = &inp.paged {
         let pages = s.batch * t.max_pages;
         let pd = [pages, t.page_size, s.heads_kv, s.head_dim];
-        let a = PagedAttention {
-            q: TensorRef::contiguous(q, st, p.q(), qd, Layout::Bshd)?,
-            kv: PagedKv {
+        let a = PagedAttention::new(
+            TensorRef::contiguous(q, st, p.q(), qd, Layout::Bshd)?,
+            PagedKv {
                 k_cache: TensorRef::contiguous(k, st, p.kv(), pd, Layout::Bshd)?,
                 v_cache: TensorRef::contiguous(v, st, p.kv(), pd, Layout::Bshd)?,
                 block_table: IdxRef::new(&t.table, st),
                 max_pages: t.max_pages,
                 seqlens_k: IdxRef::new(&t.lens, st),
             },
-            o: TensorMut::contiguous(&mut inp.o, st, p.out(), qd, Layout::Bshd)?,
-            lse: None,
-            k_descale: d(1),
-            v_descale: d(2),
-            params: AttnParams::default_for(s.head_dim, case.causal),
-        };
+            TensorMut::contiguous(&mut inp.o, st, p.out(), qd, Layout::Bshd)?,
+            AttnParams::default_for(s.head_dim, case.causal),
+        )
+        .with_kv_descales(d(1), d(2));
         dev.paged_attention(stream, &a, opts)?;
         return Ok(());
     }
-    let a = Attention {
-        q: TensorRef::contiguous(q, st, p.q(), qd, Layout::Bshd)?,
-        k: TensorRef::contiguous(k, st, p.kv(), kd, Layout::Bshd)?,
-        v: TensorRef::contiguous(v, st, p.kv(), kd, Layout::Bshd)?,
-        o: TensorMut::contiguous(&mut inp.o, st, p.out(), qd, Layout::Bshd)?,
-        lse: None,
-        q_descale: d(0),
-        k_descale: d(1),
-        v_descale: d(2),
-        params: AttnParams::default_for(s.head_dim, case.causal),
-    };
+    let a = Attention::new(
+        TensorRef::contiguous(q, st, p.q(), qd, Layout::Bshd)?,
+        TensorRef::contiguous(k, st, p.kv(), kd, Layout::Bshd)?,
+        TensorRef::contiguous(v, st, p.kv(), kd, Layout::Bshd)?,
+        TensorMut::contiguous(&mut inp.o, st, p.out(), qd, Layout::Bshd)?,
+        AttnParams::default_for(s.head_dim, case.causal),
+    )
+    .with_descales(d(0), d(1), d(2));
     dev.attention(stream, &a, opts)?;
     Ok(())
 }

@@ -413,17 +413,14 @@ fn rank_main(a: &Args, r: usize) -> Result<ExitCode> {
                 batch_stride: hkv,
             })
         };
-        let call = Attention {
-            q: TensorRef::contiguous(&q_full, st, DType::Bf16, [b, s, hq, d], Layout::Bshd)?,
-            k: TensorRef::contiguous(&k_full, st, p.kv(), [b, s, hkv, d], Layout::Bshd)?,
-            v: TensorRef::contiguous(&v_full, st, p.kv(), [b, s, hkv, d], Layout::Bshd)?,
-            o: TensorMut::contiguous(o, st, DType::Bf16, [b, s, hq, d], Layout::Bshd)?,
-            lse: None,
-            q_descale: None,
-            k_descale: ds(0),
-            v_descale: ds(1),
+        let call = Attention::new(
+            TensorRef::contiguous(&q_full, st, DType::Bf16, [b, s, hq, d], Layout::Bshd)?,
+            TensorRef::contiguous(&k_full, st, p.kv(), [b, s, hkv, d], Layout::Bshd)?,
+            TensorRef::contiguous(&v_full, st, p.kv(), [b, s, hkv, d], Layout::Bshd)?,
+            TensorMut::contiguous(o, st, DType::Bf16, [b, s, hq, d], Layout::Bshd)?,
             params,
-        };
+        )
+        .with_descales(None, ds(0), ds(1));
         // Descales were checked when they were made; a read-back per call would add two
         // synchronizations to the baseline's time.
         let opts = CallOptions {
