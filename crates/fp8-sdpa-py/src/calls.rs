@@ -7,8 +7,8 @@ use fp8_sdpa::runtime::validate::{
     VarlenDesc,
 };
 use fp8_sdpa::runtime::{
-    Attention, AttentionVarlen, CallOptions, Descale, Device, IdxRef, Launched, PagedAttention,
-    PagedKv, TensorDesc, TensorMut, TensorRef, VecMut, VecRef,
+    Attention, AttentionVarlen, CallCommon, CallOptions, Descale, Device, IdxRef, Launched,
+    PagedAttention, PagedKv, TensorDesc, TensorMut, TensorRef, VecMut, VecRef,
 };
 use fp8_sdpa::{AttnParams, Result};
 
@@ -154,10 +154,8 @@ pub unsafe fn run_dense(
 ) -> Result<Launched> {
     // SAFETY: this function's contract.
     let ([q, k, v], o, lse, [q_descale, k_descale, v_descale]) = unsafe { borrows(io, stream) };
-    let call = Attention {
+    let common = CallCommon {
         q,
-        k,
-        v,
         o,
         lse,
         q_descale,
@@ -165,6 +163,7 @@ pub unsafe fn run_dense(
         v_descale,
         params: io.params,
     };
+    let call = Attention { common, k, v };
     dev.attention(stream, &call, opts)
 }
 
@@ -188,20 +187,23 @@ pub unsafe fn run_varlen(
             IdxRef::from_raw(vl.cu_seqlens_k.0, vl.cu_seqlens_k.1, stream),
         )
     };
-    let call = AttentionVarlen {
+    let common = CallCommon {
         q,
-        k,
-        v,
         o,
         lse,
-        cu_seqlens_q: cu_q,
-        cu_seqlens_k: cu_k,
-        max_seqlen_q: vl.max_seqlen_q,
-        max_seqlen_k: vl.max_seqlen_k,
         q_descale,
         k_descale,
         v_descale,
         params: io.params,
+    };
+    let call = AttentionVarlen {
+        common,
+        k,
+        v,
+        cu_seqlens_q: cu_q,
+        cu_seqlens_k: cu_k,
+        max_seqlen_q: vl.max_seqlen_q,
+        max_seqlen_k: vl.max_seqlen_k,
     };
     dev.attention_varlen(stream, &call, opts)
 }
@@ -227,8 +229,17 @@ pub unsafe fn run_paged(
             IdxRef::from_raw(p.seqlens_k.0, p.seqlens_k.1, stream),
         )
     };
-    let call = PagedAttention {
+    let common = CallCommon {
         q,
+        o,
+        lse,
+        q_descale: None,
+        k_descale,
+        v_descale,
+        params: io.params,
+    };
+    let call = PagedAttention {
+        common,
         kv: PagedKv {
             k_cache,
             v_cache,
@@ -236,11 +247,6 @@ pub unsafe fn run_paged(
             max_pages: p.max_pages,
             seqlens_k,
         },
-        o,
-        lse,
-        k_descale,
-        v_descale,
-        params: io.params,
     };
     dev.paged_attention(stream, &call, opts)
 }
