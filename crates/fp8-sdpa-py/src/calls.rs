@@ -7,8 +7,8 @@ use fp8_sdpa::runtime::validate::{
     VarlenDesc,
 };
 use fp8_sdpa::runtime::{
-    Attention, AttentionVarlen, CallCommon, CallOptions, Descale, Device, IdxRef, Launched,
-    PagedAttention, PagedKv, TensorDesc, TensorMut, TensorRef, VecMut, VecRef,
+    Attention, AttentionVarlen, CallOptions, Descale, Device, IdxRef, Launched, PagedAttention,
+    PagedKv, TensorDesc, TensorMut, TensorRef, VecMut, VecRef,
 };
 use fp8_sdpa::{AttnParams, Result};
 
@@ -124,10 +124,7 @@ unsafe fn borrows<'a>(
     // SAFETY: this function's contract.
     unsafe {
         let descale = |d: Option<DescaleDesc>| {
-            d.map(|d| Descale {
-                values: VecRef::from_raw(d.ptr, d.len, stream),
-                batch_stride: d.batch_stride,
-            })
+            d.map(|d| Descale::new(VecRef::from_raw(d.ptr, d.len, stream), d.batch_stride))
         };
         (
             [
@@ -154,16 +151,9 @@ pub unsafe fn run_dense(
 ) -> Result<Launched> {
     // SAFETY: this function's contract.
     let ([q, k, v], o, lse, [q_descale, k_descale, v_descale]) = unsafe { borrows(io, stream) };
-    let common = CallCommon {
-        q,
-        o,
-        lse,
-        q_descale,
-        k_descale,
-        v_descale,
-        params: io.params,
-    };
-    let call = Attention { common, k, v };
+    let call = Attention::new(q, k, v, o, io.params)
+        .with_lse(lse)
+        .with_descales(q_descale, k_descale, v_descale);
     dev.attention(stream, &call, opts)
 }
 
@@ -187,24 +177,17 @@ pub unsafe fn run_varlen(
             IdxRef::from_raw(vl.cu_seqlens_k.0, vl.cu_seqlens_k.1, stream),
         )
     };
-    let common = CallCommon {
+    let call = AttentionVarlen::new(
         q,
-        o,
-        lse,
-        q_descale,
-        k_descale,
-        v_descale,
-        params: io.params,
-    };
-    let call = AttentionVarlen {
-        common,
         k,
         v,
-        cu_seqlens_q: cu_q,
-        cu_seqlens_k: cu_k,
-        max_seqlen_q: vl.max_seqlen_q,
-        max_seqlen_k: vl.max_seqlen_k,
-    };
+        o,
+        [cu_q, cu_k],
+        [vl.max_seqlen_q, vl.max_seqlen_k],
+        io.params,
+    )
+    .with_lse(lse)
+    .with_descales(q_descale, k_descale, v_descale);
     dev.attention_varlen(stream, &call, opts)
 }
 
@@ -229,33 +212,15 @@ pub unsafe fn run_paged(
             IdxRef::from_raw(p.seqlens_k.0, p.seqlens_k.1, stream),
         )
     };
-    let common = CallCommon {
-        q,
-        o,
-        lse,
-        q_descale: None,
-        k_descale,
-        v_descale,
-        params: io.params,
-    };
-    let call = PagedAttention {
-        common,
-        kv: PagedKv {
-            k_cache,
-            v_cache,
-            block_table,
-            max_pages: p.max_pages,
-            seqlens_k,
-        },
-    };
+    let kv = PagedKv::new(k_cache, v_cache, block_table, p.max_pages, seqlens_k);
+    let call = PagedAttention::new(q, kv, o, io.params)
+        .with_lse(lse)
+        .with_kv_descales(k_descale, v_descale);
     dev.paged_attention(stream, &call, opts)
 }
 
 /// Call options: `check` reads descales, offsets and tables back (a stream synchronization,
 /// so off under CUDA graph capture).
 pub fn options(check: bool) -> CallOptions {
-    CallOptions {
-        check_descales: check,
-        ..CallOptions::default()
-    }
+    CallOptions::default().with_check_descales(check)
 }

@@ -265,7 +265,29 @@ impl Layout {
 }
 
 /// Parameters of the operation.
+///
+/// `#[non_exhaustive]`, so that options (a sliding window, a softcap) can be added without
+/// breaking callers: build one with [`AttnParams::new`] or [`AttnParams::default_for`] and
+/// adjust it with the `with_*` setters.
+///
+/// ```
+/// use fp8_sdpa::AttnParams;
+/// // 1/sqrt(128) and a causal mask.
+/// let p = AttnParams::default_for(128, true);
+/// assert_eq!((p.scale, p.causal), (1.0 / 128f32.sqrt(), true));
+/// // An explicit scale; the setters chain.
+/// let q = AttnParams::new(0.125, false).with_causal(true);
+/// assert_eq!(q, AttnParams::default_for(64, true));
+/// assert_eq!(q.with_scale(0.5).scale, 0.5);
+/// ```
+///
+/// A struct literal does not compile outside the crate:
+///
+/// ```compile_fail,E0639
+/// let p = fp8_sdpa::AttnParams { scale: 0.125, causal: false };
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct AttnParams {
     /// Softmax scale (usually `1/sqrt(head_dim)`).
     pub scale: f32,
@@ -274,12 +296,26 @@ pub struct AttnParams {
 }
 
 impl AttnParams {
+    /// This softmax scale, with the given mask.
+    pub const fn new(scale: f32, causal: bool) -> AttnParams {
+        AttnParams { scale, causal }
+    }
+
     /// The default scale `1/sqrt(head_dim)`, with the given mask.
     pub fn default_for(head_dim: usize, causal: bool) -> AttnParams {
-        AttnParams {
-            scale: 1.0 / (head_dim as f32).sqrt(),
-            causal,
-        }
+        AttnParams::new(1.0 / (head_dim as f32).sqrt(), causal)
+    }
+
+    /// These parameters with softmax scale `scale`.
+    #[must_use]
+    pub const fn with_scale(self, scale: f32) -> AttnParams {
+        AttnParams { scale, ..self }
+    }
+
+    /// These parameters with the causal mask (aligned bottom-right) on or off.
+    #[must_use]
+    pub const fn with_causal(self, causal: bool) -> AttnParams {
+        AttnParams { causal, ..self }
     }
 }
 
@@ -302,6 +338,18 @@ mod tests {
         // more queries than keys: the first rows see nothing
         assert_eq!(s(5, 2).attended_pairs(true), 1 + 2);
         assert_eq!(s(3, 7).attended_pairs(false), 21);
+    }
+
+    #[test]
+    fn params_constructors_agree_and_serde_round_trips() {
+        let p = AttnParams::new(0.125, true);
+        assert_eq!(p, AttnParams::default_for(64, true));
+        assert_eq!(p.with_causal(false), AttnParams::default_for(64, false));
+        assert_eq!(p.with_scale(0.5), AttnParams::new(0.5, true));
+        // The serialized form is unchanged by `#[non_exhaustive]`: the two fields by name.
+        let json = serde_json::to_string(&p).unwrap();
+        assert_eq!(json, r#"{"scale":0.125,"causal":true}"#);
+        assert_eq!(serde_json::from_str::<AttnParams>(&json).unwrap(), p);
     }
 
     #[test]

@@ -241,10 +241,7 @@ fn kernel_offsets_fit_i64() {
             ds(hi + (5 << 22), 1),
             ds(hi + (6 << 22), 1),
         ],
-        params: AttnParams {
-            scale: 0.125,
-            causal: false,
-        },
+        params: AttnParams::new(0.125, false),
     };
     if validate(&c).is_ok() {
         let last: u128 = (0..4)

@@ -81,13 +81,13 @@ fn a_borrow_from_another_stream_is_refused() {
     let mut paged = |table_on| {
         let call = PagedAttention::new(
             TensorRef::contiguous(&q, &b, DType::F16, dq, Layout::Bshd).unwrap(),
-            PagedKv {
-                k_cache: TensorRef::contiguous(&k, &b, DType::F16, pool, Layout::Bshd).unwrap(),
-                v_cache: TensorRef::contiguous(&v, &b, DType::F16, pool, Layout::Bshd).unwrap(),
-                block_table: IdxRef::new(&table, table_on),
-                max_pages: 8,
-                seqlens_k: IdxRef::new(&lens, &b),
-            },
+            PagedKv::new(
+                TensorRef::contiguous(&k, &b, DType::F16, pool, Layout::Bshd).unwrap(),
+                TensorRef::contiguous(&v, &b, DType::F16, pool, Layout::Bshd).unwrap(),
+                IdxRef::new(&table, table_on),
+                8,
+                IdxRef::new(&lens, &b),
+            ),
             TensorMut::contiguous(&mut o1, &b, DType::F16, dq, Layout::Bshd).unwrap(),
             AttnParams::default_for(64, false),
         );
@@ -123,20 +123,17 @@ fn a_paged_call_refuses_a_q_descale() {
     let mut o = st.alloc_zeros::<u16>(2 * 4 * 64).unwrap();
     let mut call = PagedAttention::new(
         TensorRef::contiguous(&q, &st, DType::F16, dq, Layout::Bshd).unwrap(),
-        PagedKv {
-            k_cache: TensorRef::contiguous(&k, &st, DType::F16, pool, Layout::Bshd).unwrap(),
-            v_cache: TensorRef::contiguous(&v, &st, DType::F16, pool, Layout::Bshd).unwrap(),
-            block_table: IdxRef::new(&table, &st),
-            max_pages: 8,
-            seqlens_k: IdxRef::new(&lens, &st),
-        },
+        PagedKv::new(
+            TensorRef::contiguous(&k, &st, DType::F16, pool, Layout::Bshd).unwrap(),
+            TensorRef::contiguous(&v, &st, DType::F16, pool, Layout::Bshd).unwrap(),
+            IdxRef::new(&table, &st),
+            8,
+            IdxRef::new(&lens, &st),
+        ),
         TensorMut::contiguous(&mut o, &st, DType::F16, dq, Layout::Bshd).unwrap(),
         AttnParams::default_for(64, false),
     );
-    call.common.q_descale = Some(Descale {
-        values: VecRef::new(&ds, &st),
-        batch_stride: 0,
-    });
+    call.common.q_descale = Some(Descale::new(VecRef::new(&ds, &st), 0));
     match dev.paged_attention(&st, &call, CallOptions::default()) {
         Err(Error::InvalidInput(m)) => {
             assert!(m.contains("Q is f16, which takes no descale"), "{m}")

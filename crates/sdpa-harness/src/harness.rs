@@ -129,10 +129,9 @@ impl DeviceCase {
             let [q, k, v] = &self.inputs;
             let st: &CudaStream = stream;
             let descale = |i: usize, heads: usize| -> Option<Descale<'_>> {
-                self.descales[i].as_ref().map(|d| Descale {
-                    values: VecRef::new(d, st),
-                    batch_stride: heads,
-                })
+                self.descales[i]
+                    .as_ref()
+                    .map(|d| Descale::new(VecRef::new(d, st), heads))
             };
             let a = Attention::new(
                 TensorRef::contiguous(q, st, case.enc[0].dtype, qd, layout)?,
@@ -267,10 +266,9 @@ impl DeviceVarlenCase {
             let [q, k, v] = &self.inputs;
             let st: &CudaStream = stream;
             let descale = |i: usize| -> Option<Descale<'_>> {
-                self.descales[i].as_ref().map(|ds| Descale {
-                    values: VecRef::new(ds, st),
-                    batch_stride: case.descale_batch_stride(i),
-                })
+                self.descales[i]
+                    .as_ref()
+                    .map(|ds| Descale::new(VecRef::new(ds, st), case.descale_batch_stride(i)))
             };
             let a = AttentionVarlen::new(
                 TensorRef::packed(q, st, case.enc[0].dtype, [tq, s.heads_q, d])?,
@@ -423,34 +421,21 @@ impl DevicePagedVarlenCase {
         let launched = {
             let st: &CudaStream = stream;
             let descale = |i: usize| -> Option<Descale<'_>> {
-                self.descales[i - 1].as_ref().map(|ds| Descale {
-                    values: VecRef::new(ds, st),
-                    batch_stride: case.descale_batch_stride(i),
-                })
+                self.descales[i - 1]
+                    .as_ref()
+                    .map(|ds| Descale::new(VecRef::new(ds, st), case.descale_batch_stride(i)))
             };
             let kv_t = case.enc[1].dtype;
             let [cu_q, table, lens] = &self.idx;
             let a = PagedAttentionVarlen::new(
                 TensorRef::packed(&self.q, st, case.enc[0].dtype, [tq, s.heads_q, d])?,
-                PagedKv {
-                    k_cache: TensorRef::contiguous(
-                        &self.pools[0],
-                        st,
-                        kv_t,
-                        pool,
-                        fp8_sdpa::Layout::Bshd,
-                    )?,
-                    v_cache: TensorRef::contiguous(
-                        &self.pools[1],
-                        st,
-                        kv_t,
-                        pool,
-                        fp8_sdpa::Layout::Bshd,
-                    )?,
-                    block_table: IdxRef::new(table, st),
-                    max_pages: l.max_pages,
-                    seqlens_k: IdxRef::new(lens, st),
-                },
+                PagedKv::new(
+                    TensorRef::contiguous(&self.pools[0], st, kv_t, pool, fp8_sdpa::Layout::Bshd)?,
+                    TensorRef::contiguous(&self.pools[1], st, kv_t, pool, fp8_sdpa::Layout::Bshd)?,
+                    IdxRef::new(table, st),
+                    l.max_pages,
+                    IdxRef::new(lens, st),
+                ),
                 TensorMut::packed(&mut self.o, st, out_t, [tq, s.heads_q, d])?,
                 IdxRef::new(cu_q, st),
                 s.max_seqlen_q(),

@@ -64,11 +64,9 @@ fn check(
     let params = AttnParams::default_for(host.spec.shape.head_dim, host.spec.causal);
     let r = host.reference_dequantized(params.scale as f64).unwrap();
     let mut d = DeviceCase::upload(stream, host).unwrap();
-    let opts = CallOptions {
-        kernel,
-        check_descales: true,
-        ..CallOptions::default()
-    };
+    let opts = CallOptions::default()
+        .with_kernel(kernel)
+        .with_check_descales(true);
     let out = d.run(dev, stream, host, params, opts).unwrap();
     let v = judge(
         host.spec.precision,
@@ -220,11 +218,9 @@ fn nan_in_a_row_gives_nan_in_that_row_only() {
                 &stream,
                 &host,
                 params,
-                CallOptions {
-                    kernel,
-                    check_descales: true,
-                    ..CallOptions::default()
-                },
+                CallOptions::default()
+                    .with_kernel(kernel)
+                    .with_check_descales(true),
             )
             .unwrap();
         for row in 0..4 {
@@ -564,20 +560,17 @@ fn paged_cache_matches_the_cpu_reference() {
                 st: &'a cudarc::driver::CudaStream,
                 hkv: usize,
             ) -> Option<Descale<'a>> {
-                x.as_ref().map(|x| Descale {
-                    values: VecRef::new(x, st),
-                    batch_stride: hkv,
-                })
+                x.as_ref().map(|x| Descale::new(VecRef::new(x, st), hkv))
             }
             let call = PagedAttention::new(
                 TensorRef::contiguous(&q, st, host.enc[0].dtype, qd, Layout::Bshd).unwrap(),
-                PagedKv {
-                    k_cache: TensorRef::contiguous(&k, st, p.kv(), pd, Layout::Bshd).unwrap(),
-                    v_cache: TensorRef::contiguous(&v, st, p.kv(), pd, Layout::Bshd).unwrap(),
-                    block_table: IdxRef::new(&table_d, st),
+                PagedKv::new(
+                    TensorRef::contiguous(&k, st, p.kv(), pd, Layout::Bshd).unwrap(),
+                    TensorRef::contiguous(&v, st, p.kv(), pd, Layout::Bshd).unwrap(),
+                    IdxRef::new(&table_d, st),
                     max_pages,
-                    seqlens_k: IdxRef::new(&lens_d, st),
-                },
+                    IdxRef::new(&lens_d, st),
+                ),
                 TensorMut::contiguous(&mut o, st, out_t, qd, Layout::Bshd).unwrap(),
                 params,
             )
@@ -667,10 +660,7 @@ fn chained_hopper_calls_read_the_previous_output() {
     let mut o2 = stream.alloc_zeros::<u8>(b * s * h * d * 2).unwrap();
     let poison = vec![0xffu8; b * s * h * d * 2]; // f16 NaN
     let params = AttnParams::default_for(d, false);
-    let opts = CallOptions {
-        check_descales: false,
-        ..CallOptions::default()
-    };
+    let opts = CallOptions::default().with_check_descales(false);
     type Buf = cudarc::driver::CudaSlice<u8>;
     let call = |q: &Buf, k: &Buf, v: &Buf, o: &mut Buf| {
         let t = |x| TensorRef::contiguous(x, st, DType::F16, dims, Layout::Bshd).unwrap();

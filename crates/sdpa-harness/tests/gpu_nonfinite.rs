@@ -124,20 +124,17 @@ fn paged_decode_ignores_nan_past_each_sequence_end() {
                 st: &'a cudarc::driver::CudaStream,
                 hkv: usize,
             ) -> Option<Descale<'a>> {
-                x.as_ref().map(|x| Descale {
-                    values: VecRef::new(x, st),
-                    batch_stride: hkv,
-                })
+                x.as_ref().map(|x| Descale::new(VecRef::new(x, st), hkv))
             }
             let call = PagedAttention::new(
                 TensorRef::contiguous(&q, st, host.enc[0].dtype, qd, Layout::Bshd).unwrap(),
-                PagedKv {
-                    k_cache: TensorRef::contiguous(&k, st, p.kv(), pd, Layout::Bshd).unwrap(),
-                    v_cache: TensorRef::contiguous(&v, st, p.kv(), pd, Layout::Bshd).unwrap(),
-                    block_table: IdxRef::new(&table_d, st),
+                PagedKv::new(
+                    TensorRef::contiguous(&k, st, p.kv(), pd, Layout::Bshd).unwrap(),
+                    TensorRef::contiguous(&v, st, p.kv(), pd, Layout::Bshd).unwrap(),
+                    IdxRef::new(&table_d, st),
                     max_pages,
-                    seqlens_k: IdxRef::new(&lens_d, st),
-                },
+                    IdxRef::new(&lens_d, st),
+                ),
                 TensorMut::contiguous(&mut o, st, out_t, qd, Layout::Bshd).unwrap(),
                 params,
             )

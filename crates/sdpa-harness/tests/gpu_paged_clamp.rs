@@ -1,8 +1,9 @@
-//! GPU tests of unchecked paged calls (`CallOptions { check_descales: false }`): a block table
-//! holding negative, past-the-pool and extreme entries and lengths of -5 and `i32::MAX` must
-//! run, synchronize without a fault and give finite output, for `Device::paged_attention` and
-//! `Device::paged_attention_varlen`, over fp16 and E4M3 caches. The kernel clamps each length
-//! to the table's capacity and each entry it uses to the pools' pages.
+//! GPU tests of unchecked paged calls (`CallOptions::default().with_check_descales(false)`): a
+//! block table holding negative, past-the-pool and extreme entries and lengths of -5 and
+//! `i32::MAX` must run, synchronize without a fault and give finite output, for
+//! `Device::paged_attention` and `Device::paged_attention_varlen`, over fp16 and E4M3 caches.
+//! The kernel clamps each length to the table's capacity and each entry it uses to the pools'
+//! pages.
 //!
 //! Every key and value of the pools is 1.0, so any row that saw a key is 1.0 and a row that
 //! saw none is 0; the pools and the table sit inside larger buffers whose margins are NaN
@@ -196,31 +197,25 @@ fn dense_calls(dev: &Device, kv: DType, kernel: KernelChoice) {
                     .slice(POOL_GUARD * page_bytes..(POOL_GUARD + PAGES) * page_bytes);
                 let pd = [PAGES, PAGE, HKV, D];
                 let table = b.table.slice(0..BATCH * MAX_PAGES);
-                let descale = || {
-                    (kv == DType::E4m3).then(|| Descale {
-                        values: VecRef::new(&b.descale, st),
-                        batch_stride: 0,
-                    })
-                };
+                let descale =
+                    || (kv == DType::E4m3).then(|| Descale::new(VecRef::new(&b.descale, st), 0));
                 let call = PagedAttention::new(
                     TensorRef::contiguous(&q, st, DType::F16, qd, Layout::Bshd).unwrap(),
-                    PagedKv {
-                        k_cache: TensorRef::contiguous(&pool, st, kv, pd, Layout::Bshd).unwrap(),
-                        v_cache: TensorRef::contiguous(&pool, st, kv, pd, Layout::Bshd).unwrap(),
-                        block_table: IdxRef::new(&table, st),
-                        max_pages: MAX_PAGES,
-                        seqlens_k: IdxRef::new(&lens, st),
-                    },
+                    PagedKv::new(
+                        TensorRef::contiguous(&pool, st, kv, pd, Layout::Bshd).unwrap(),
+                        TensorRef::contiguous(&pool, st, kv, pd, Layout::Bshd).unwrap(),
+                        IdxRef::new(&table, st),
+                        MAX_PAGES,
+                        IdxRef::new(&lens, st),
+                    ),
                     TensorMut::contiguous(&mut o, st, DType::F16, qd, Layout::Bshd).unwrap(),
                     AttnParams::default_for(D, causal),
                 )
                 .with_lse(VecMut::new(&mut lse, st))
                 .with_kv_descales(descale(), descale());
-                let opts = CallOptions {
-                    kernel,
-                    check_descales: false,
-                    ..CallOptions::default()
-                };
+                let opts = CallOptions::default()
+                    .with_kernel(kernel)
+                    .with_check_descales(false);
                 dev.paged_attention(st, &call, opts)
             };
             let l = r.unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -255,21 +250,17 @@ fn varlen_calls(dev: &Device, kv: DType, kernel: KernelChoice) {
                     .slice(POOL_GUARD * page_bytes..(POOL_GUARD + PAGES) * page_bytes);
                 let pd = [PAGES, PAGE, HKV, D];
                 let table = b.table.slice(0..BATCH * MAX_PAGES);
-                let descale = || {
-                    (kv == DType::E4m3).then(|| Descale {
-                        values: VecRef::new(&b.descale, st),
-                        batch_stride: 0,
-                    })
-                };
+                let descale =
+                    || (kv == DType::E4m3).then(|| Descale::new(VecRef::new(&b.descale, st), 0));
                 let call = PagedAttentionVarlen::new(
                     TensorRef::packed(&q, st, DType::F16, [total_q, HQ, D]).unwrap(),
-                    PagedKv {
-                        k_cache: TensorRef::contiguous(&pool, st, kv, pd, Layout::Bshd).unwrap(),
-                        v_cache: TensorRef::contiguous(&pool, st, kv, pd, Layout::Bshd).unwrap(),
-                        block_table: IdxRef::new(&table, st),
-                        max_pages: MAX_PAGES,
-                        seqlens_k: IdxRef::new(&lens, st),
-                    },
+                    PagedKv::new(
+                        TensorRef::contiguous(&pool, st, kv, pd, Layout::Bshd).unwrap(),
+                        TensorRef::contiguous(&pool, st, kv, pd, Layout::Bshd).unwrap(),
+                        IdxRef::new(&table, st),
+                        MAX_PAGES,
+                        IdxRef::new(&lens, st),
+                    ),
                     TensorMut::packed(&mut o, st, DType::F16, [total_q, HQ, D]).unwrap(),
                     IdxRef::new(&cu_q, st),
                     max_q,
@@ -277,11 +268,9 @@ fn varlen_calls(dev: &Device, kv: DType, kernel: KernelChoice) {
                 )
                 .with_lse(VecMut::new(&mut lse, st))
                 .with_kv_descales(descale(), descale());
-                let opts = CallOptions {
-                    kernel,
-                    check_descales: false,
-                    ..CallOptions::default()
-                };
+                let opts = CallOptions::default()
+                    .with_kernel(kernel)
+                    .with_check_descales(false);
                 dev.paged_attention_varlen(st, &call, opts)
             };
             let l = r.unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -342,13 +331,13 @@ fn checked_paged_calls_refuse_the_same_tables() {
         let table = b.table.slice(0..BATCH * MAX_PAGES);
         let call = PagedAttention::new(
             TensorRef::contiguous(&q, st, DType::F16, qd, Layout::Bshd).unwrap(),
-            PagedKv {
-                k_cache: TensorRef::contiguous(&pool, st, DType::F16, pd, Layout::Bshd).unwrap(),
-                v_cache: TensorRef::contiguous(&pool, st, DType::F16, pd, Layout::Bshd).unwrap(),
-                block_table: IdxRef::new(&table, st),
-                max_pages: MAX_PAGES,
-                seqlens_k: IdxRef::new(&lens, st),
-            },
+            PagedKv::new(
+                TensorRef::contiguous(&pool, st, DType::F16, pd, Layout::Bshd).unwrap(),
+                TensorRef::contiguous(&pool, st, DType::F16, pd, Layout::Bshd).unwrap(),
+                IdxRef::new(&table, st),
+                MAX_PAGES,
+                IdxRef::new(&lens, st),
+            ),
             TensorMut::contiguous(&mut o, st, DType::F16, qd, Layout::Bshd).unwrap(),
             AttnParams::default_for(D, false),
         );

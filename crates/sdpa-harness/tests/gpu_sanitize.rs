@@ -98,10 +98,7 @@ fn dense(dev: &Device, spec: &KernelSpec, shape: AttnShape, seed: u64) {
     let p = params(shape.head_dim, spec.causal);
     let r = host.reference_dequantized(p.scale as f64).unwrap();
     let mut d = DeviceCase::upload(&stream, &host).unwrap();
-    let opts = CallOptions {
-        kernel: KernelChoice::Variant(spec.variant),
-        ..CallOptions::default()
-    };
+    let opts = CallOptions::default().with_kernel(KernelChoice::Variant(spec.variant));
     let out = d.run(dev, &stream, &host, p, opts).unwrap();
     assert_eq!(out.launched.spec.key(), spec.key());
     let unchanged = d.inputs_unchanged(&stream).unwrap();
@@ -131,10 +128,7 @@ fn varlen(dev: &Device, p: Precision, v: Variant, host: &HostVarlenCase, page: O
     let (d, causal) = (host.spec.shape.head_dim, host.spec.causal);
     let prm = params(d, causal);
     let r = host.reference_dequantized(prm.scale as f64).unwrap();
-    let opts = CallOptions {
-        kernel: KernelChoice::Variant(v),
-        ..CallOptions::default()
-    };
+    let opts = CallOptions::default().with_kernel(KernelChoice::Variant(v));
     let (out, unchanged) = match page {
         None => {
             let mut c = DeviceVarlenCase::upload(&stream, host).unwrap();

@@ -53,10 +53,7 @@ fn check(
     let params = AttnParams::default_for(host.spec.shape.head_dim, host.spec.causal);
     let r = host.reference_dequantized(params.scale as f64).unwrap();
     let mut d = DeviceVarlenCase::upload(stream, host).unwrap();
-    let opts = CallOptions {
-        kernel,
-        ..CallOptions::default()
-    };
+    let opts = CallOptions::default().with_kernel(kernel);
     let out = d.run(dev, stream, host, params, opts).unwrap();
     let unchanged = d.inputs_unchanged(stream, host).unwrap();
     let v = judge(host.spec.precision, &out, &r, None, false, unchanged).unwrap();
@@ -84,10 +81,7 @@ fn check_paged(
     let params = AttnParams::default_for(host.spec.shape.head_dim, host.spec.causal);
     let r = host.reference_dequantized(params.scale as f64).unwrap();
     let mut d = DevicePagedVarlenCase::upload(stream, host, page_size, host.spec.seed).unwrap();
-    let opts = CallOptions {
-        kernel,
-        ..CallOptions::default()
-    };
+    let opts = CallOptions::default().with_kernel(kernel);
     let out = d.run(dev, stream, host, params, opts).unwrap();
     let unchanged = d.inputs_unchanged(stream, host).unwrap();
     let v = judge(host.spec.precision, &out, &r, None, false, unchanged).unwrap();
@@ -282,10 +276,7 @@ fn other_families_are_unsupported_for_varlen() {
         "portable.m256.n128.w8.s3.b1.cthpedx".parse().unwrap(),
     ];
     for v in refused {
-        let opts = CallOptions {
-            kernel: KernelChoice::Variant(v),
-            ..CallOptions::default()
-        };
+        let opts = CallOptions::default().with_kernel(KernelChoice::Variant(v));
         match d.run(&dev, &stream, &host, params, opts) {
             Err(Error::Unsupported(m)) => {
                 assert!(
@@ -385,11 +376,9 @@ fn bad_offsets_are_refused_or_clamped_in_bounds() {
                 } else {
                     KernelChoice::Auto
                 };
-                let opts = CallOptions {
-                    kernel,
-                    check_descales: check,
-                    ..CallOptions::default()
-                };
+                let opts = CallOptions::default()
+                    .with_kernel(kernel)
+                    .with_check_descales(check);
                 let r = {
                     let mut o_view = o.slice_mut(GUARD..GUARD + tq * hq * d);
                     let mut lse_view = lse.slice_mut(GUARD..GUARD + hq * tq);
@@ -466,10 +455,7 @@ fn paged_varlen_bad_offsets_and_lengths_are_refused_or_clamped_in_bounds() {
                 stream.clone_htod(*lens).unwrap(),
             );
             for check in [true, false] {
-                let opts = CallOptions {
-                    check_descales: check,
-                    ..CallOptions::default()
-                };
+                let opts = CallOptions::default().with_check_descales(check);
                 let r = {
                     let mut o_view = o.slice_mut(GUARD..GUARD + tq * hq * d);
                     let mut lse_view = lse.slice_mut(GUARD..GUARD + hq * tq);
@@ -485,13 +471,13 @@ fn paged_varlen_bad_offsets_and_lengths_are_refused_or_clamped_in_bounds() {
                     };
                     let a = PagedAttentionVarlen::new(
                         TensorRef::packed(&q, st, DType::F16, [tq, hq, d]).unwrap(),
-                        PagedKv {
-                            k_cache: cache(&pool),
-                            v_cache: cache(&pool),
-                            block_table: IdxRef::new(&table, st),
+                        PagedKv::new(
+                            cache(&pool),
+                            cache(&pool),
+                            IdxRef::new(&table, st),
                             max_pages,
-                            seqlens_k: IdxRef::new(&dl, st),
-                        },
+                            IdxRef::new(&dl, st),
+                        ),
                         TensorMut::packed(&mut o_view, st, DType::F16, [tq, hq, d]).unwrap(),
                         IdxRef::new(&dq, st),
                         15,

@@ -21,7 +21,7 @@ pub(crate) fn flash_attn(
 ) -> Result<Tensor> {
     let op = FlashAttn {
         dims,
-        params: AttnParams { scale, causal },
+        params: AttnParams::new(scale, causal),
         descales: descales.map(|(k, v, stride)| (k.clone(), v.clone(), stride)),
     };
     q.apply_op3_no_bwd(k, v, &op)
@@ -98,10 +98,7 @@ impl FlashAttn {
             ds.as_ref().map(|(_, v, s)| descale(v, &stream, *s)),
         );
         // Descale values are not read back: that would synchronize candle's stream per call.
-        let opts = CallOptions {
-            check_descales: false,
-            ..CallOptions::default()
-        };
+        let opts = CallOptions::default().with_check_descales(false);
         sdpa.attention(&stream, &call, opts).map_err(lib)?;
         // The borrows record their use on the stream when dropped, before O is handed over.
         drop(call);
@@ -115,10 +112,7 @@ pub(crate) fn descale<'a>(
     stream: &'a CudaStream,
     batch_stride: usize,
 ) -> Descale<'a> {
-    Descale {
-        values: VecRef::new(values, stream),
-        batch_stride,
-    }
+    Descale::new(VecRef::new(values, stream), batch_stride)
 }
 
 impl CustomOp3 for FlashAttn {

@@ -38,7 +38,7 @@ pub(crate) fn attend(q: &Tensor, pages: Pages<'_>, scale: f32, causal: bool) -> 
         block_table: pages.block_table.clone(),
         max_pages: pages.max_pages,
         seqlens: pages.seqlens.clone(),
-        params: AttnParams { scale, causal },
+        params: AttnParams::new(scale, causal),
     };
     q.apply_op1_no_bwd(&op)
 }
@@ -103,13 +103,13 @@ impl PagedOp {
         };
         let call = PagedAttention::new(
             TensorRef::new(&qv, &stream, q_type, q_shape, strides4(ql)?).map_err(lib)?,
-            PagedKv {
-                k_cache: pool(&kp, &kh)?,
-                v_cache: pool(&vp, &vh)?,
-                block_table: IdxRef::new(&table, &stream),
-                max_pages: self.max_pages,
-                seqlens_k: IdxRef::new(&lens, &stream),
-            },
+            PagedKv::new(
+                pool(&kp, &kh)?,
+                pool(&vp, &vh)?,
+                IdxRef::new(&table, &stream),
+                self.max_pages,
+                IdxRef::new(&lens, &stream),
+            ),
             TensorMut::contiguous(&mut o, &stream, q_type, q_shape, SdpaLayout::Bshd)
                 .map_err(lib)?,
             self.params,
@@ -120,10 +120,7 @@ impl PagedOp {
         );
         // The cache builds its table and lengths itself; reading them back (and the
         // descales) would synchronize candle's stream on every decode step.
-        let opts = CallOptions {
-            check_descales: false,
-            ..CallOptions::default()
-        };
+        let opts = CallOptions::default().with_check_descales(false);
         sdpa.paged_attention(&stream, &call, opts).map_err(lib)?;
         drop(call);
         Ok(CudaStorage::wrap_cuda_slice(o, dev.clone()))

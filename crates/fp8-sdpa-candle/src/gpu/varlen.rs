@@ -25,7 +25,7 @@ pub(crate) fn flash_attn_varlen(
 ) -> Result<Tensor> {
     let op = VarlenOp {
         dims,
-        params: AttnParams { scale, causal },
+        params: AttnParams::new(scale, causal),
         seqlens_q: seqlens_q.clone(),
         seqlens_k: seqlens_k.clone(),
     };

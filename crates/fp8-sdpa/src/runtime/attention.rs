@@ -52,6 +52,18 @@ pub use super::call::{CallOptions, Descale, KernelChoice, Launched};
 /// ```
 ///
 /// E4M3 or simulated-FP8 inputs take a descale each ([`Attention::with_descales`]).
+///
+/// `#[non_exhaustive]`, so that arguments can be added without breaking callers: outside the
+/// crate a call is built with [`Attention::new`] and its `with_*` setters (the fields stay
+/// public to read and to assign), not a struct literal:
+///
+/// ```compile_fail,E0639
+/// use fp8_sdpa::runtime::{Attention, CallCommon, TensorRef};
+/// fn call<'a>(common: CallCommon<'a>, k: TensorRef<'a>, v: TensorRef<'a>) -> Attention<'a> {
+///     Attention { common, k, v }
+/// }
+/// ```
+#[non_exhaustive]
 pub struct Attention<'a> {
     /// Q, O, the LSE, the descales and the parameters.
     pub common: CallCommon<'a>,

@@ -21,11 +21,24 @@ use cudarc::driver::CudaStream;
 /// let stream = dev.new_stream()?;
 /// // One descale per kv head (8 heads), shared by every sequence of the batch.
 /// let values = stream.clone_htod(&[0.5f32; 8]).unwrap();
-/// let k_descale = Descale { values: VecRef::new(&values, &stream), batch_stride: 0 };
-/// # let _ = k_descale;
+/// let k_descale = Descale::per_head(VecRef::new(&values, &stream));
+/// // The same, with the batch stride spelled out; `heads` would give one per (batch, head).
+/// let v_descale = Descale::new(VecRef::new(&values, &stream), 0);
+/// # let _ = (k_descale, v_descale);
 /// # Ok(())
 /// # }
 /// ```
+///
+/// `#[non_exhaustive]` (a descale may gain a granularity): outside the crate it is built with
+/// [`Descale::new`] or [`Descale::per_head`], not a struct literal:
+///
+/// ```compile_fail,E0639
+/// use fp8_sdpa::runtime::{Descale, VecRef};
+/// fn descale(values: VecRef<'_>) -> Descale<'_> {
+///     Descale { values, batch_stride: 0 }
+/// }
+/// ```
+#[non_exhaustive]
 pub struct Descale<'a> {
     /// The values.
     pub values: VecRef<'a>,
@@ -33,15 +46,31 @@ pub struct Descale<'a> {
     pub batch_stride: usize,
 }
 
+impl<'a> Descale<'a> {
+    /// `values` with batch stride `batch_stride`: 0 for one value per head, shared by every
+    /// sequence of the batch, or the tensor's head count for one per (batch, head).
+    pub fn new(values: VecRef<'a>, batch_stride: usize) -> Descale<'a> {
+        Descale {
+            values,
+            batch_stride,
+        }
+    }
+
+    /// One value per head, shared by every sequence of the batch (batch stride 0).
+    pub fn per_head(values: VecRef<'a>) -> Descale<'a> {
+        Descale::new(values, 0)
+    }
+}
+
 /// The arguments every attention call has, embedded as `common` in [`super::Attention`],
 /// [`super::AttentionVarlen`], [`super::PagedAttention`] and
 /// [`super::PagedAttentionVarlen`]. The calls' constructors fill it (no LSE, no descales);
-/// their `with_lse` and `with_descales` / `with_kv_descales` add the optional parts. Where
-/// those parts are already `Option`s, the struct can be written out instead:
+/// their `with_lse` and `with_descales` / `with_kv_descales` add the optional parts, and take
+/// `Option`s where a caller decides at run time:
 ///
 /// ```no_run
 /// # fn main() -> fp8_sdpa::Result<()> {
-/// use fp8_sdpa::runtime::{Attention, CallCommon, Device, TensorMut, TensorRef, VecMut};
+/// use fp8_sdpa::runtime::{Attention, Device, TensorMut, TensorRef, VecMut};
 /// use fp8_sdpa::{AttnParams, DType, Layout};
 /// let dev = Device::open(0)?;
 /// let stream = dev.new_stream()?;
@@ -55,23 +84,33 @@ pub struct Descale<'a> {
 /// let mut o = stream.alloc_zeros::<u16>(n).unwrap();
 /// let mut lse_buf = stream.alloc_zeros::<f32>(8 * 256).unwrap();
 /// let want_lse = true;
-/// let call = Attention {
-///     common: CallCommon {
-///         q: TensorRef::contiguous(&q, &stream, DType::F16, shape, Layout::Bshd)?,
-///         o: TensorMut::contiguous(&mut o, &stream, DType::F16, shape, Layout::Bshd)?,
-///         lse: want_lse.then(|| VecMut::new(&mut lse_buf, &stream)),
-///         q_descale: None,
-///         k_descale: None,
-///         v_descale: None,
-///         params: AttnParams::default_for(64, false),
-///     },
-///     k: TensorRef::contiguous(&k, &stream, DType::F16, shape, Layout::Bshd)?,
-///     v: TensorRef::contiguous(&v, &stream, DType::F16, shape, Layout::Bshd)?,
-/// };
-/// # let _ = call;
+/// let call = Attention::new(
+///     TensorRef::contiguous(&q, &stream, DType::F16, shape, Layout::Bshd)?,
+///     TensorRef::contiguous(&k, &stream, DType::F16, shape, Layout::Bshd)?,
+///     TensorRef::contiguous(&v, &stream, DType::F16, shape, Layout::Bshd)?,
+///     TensorMut::contiguous(&mut o, &stream, DType::F16, shape, Layout::Bshd)?,
+///     AttnParams::default_for(64, false),
+/// )
+/// .with_lse(want_lse.then(|| VecMut::new(&mut lse_buf, &stream)))
+/// .with_descales(None, None, None);
+/// assert!(call.common.lse.is_some());
 /// # Ok(())
 /// # }
 /// ```
+///
+/// `#[non_exhaustive]`, like the four calls, so that an argument every call has (ALiBi
+/// slopes, say) can be added without breaking callers; the fields stay public to read and to
+/// assign. Outside the crate it is built with [`CallCommon::new`] and its `with_*` setters,
+/// not a struct literal:
+///
+/// ```compile_fail,E0639
+/// use fp8_sdpa::runtime::{CallCommon, TensorMut, TensorRef};
+/// use fp8_sdpa::AttnParams;
+/// fn common<'a>(q: TensorRef<'a>, o: TensorMut<'a>, params: AttnParams) -> CallCommon<'a> {
+///     CallCommon { q, o, lse: None, q_descale: None, k_descale: None, v_descale: None, params }
+/// }
+/// ```
+#[non_exhaustive]
 pub struct CallCommon<'a> {
     /// Query: `[batch, seq_q, heads_q, dim]`, or packed `[total_q, heads_q, dim]` in a varlen
     /// call ([`TensorRef::packed`]).
@@ -105,6 +144,29 @@ impl<'a> CallCommon<'a> {
             v_descale: None,
             params,
         }
+    }
+
+    /// Also writes the log-sum-exp (fp32, natural log) to `lse`; takes a [`VecMut`] or an
+    /// `Option` of one (`None` writes none).
+    #[must_use]
+    pub fn with_lse(mut self, lse: impl Into<Option<VecMut<'a>>>) -> Self {
+        self.lse = lse.into();
+        self
+    }
+
+    /// Sets the descales of Q, K and V: each present exactly where its tensor is E4M3 or
+    /// simulated FP8 (validation refuses a missing or extra one).
+    #[must_use]
+    pub fn with_descales(
+        mut self,
+        q: Option<Descale<'a>>,
+        k: Option<Descale<'a>>,
+        v: Option<Descale<'a>>,
+    ) -> Self {
+        self.q_descale = q;
+        self.k_descale = k;
+        self.v_descale = v;
+        self
     }
 
     /// The three descales, Q's first.
@@ -159,9 +221,11 @@ impl<'a> CallCommon<'a> {
 macro_rules! common_builders {
     ($call:ident) => {
         impl<'a> $call<'a> {
-            /// Also writes the log-sum-exp (fp32, natural log) to `lse`.
-            pub fn with_lse(mut self, lse: $crate::runtime::VecMut<'a>) -> Self {
-                self.common.lse = Some(lse);
+            /// Also writes the log-sum-exp (fp32, natural log) to `lse`; takes a
+            /// [`VecMut`](crate::runtime::VecMut) or an `Option` of one (`None` writes none).
+            #[must_use]
+            pub fn with_lse(mut self, lse: impl Into<Option<$crate::runtime::VecMut<'a>>>) -> Self {
+                self.common = self.common.with_lse(lse);
                 self
             }
         }
@@ -171,15 +235,14 @@ macro_rules! common_builders {
         impl<'a> $call<'a> {
             /// Sets the descales of Q, K and V: each present exactly where its tensor is E4M3
             /// or simulated FP8 (validation refuses a missing or extra one).
+            #[must_use]
             pub fn with_descales(
                 mut self,
                 q: Option<$crate::runtime::Descale<'a>>,
                 k: Option<$crate::runtime::Descale<'a>>,
                 v: Option<$crate::runtime::Descale<'a>>,
             ) -> Self {
-                self.common.q_descale = q;
-                self.common.k_descale = k;
-                self.common.v_descale = v;
+                self.common = self.common.with_descales(q, k, v);
                 self
             }
         }
@@ -188,13 +251,13 @@ macro_rules! common_builders {
         common_builders!($call);
         impl<'a> $call<'a> {
             /// Sets the descales of an E4M3 cache's K and V (Q is fp16/bf16 and takes none).
+            #[must_use]
             pub fn with_kv_descales(
                 mut self,
                 k: Option<$crate::runtime::Descale<'a>>,
                 v: Option<$crate::runtime::Descale<'a>>,
             ) -> Self {
-                self.common.k_descale = k;
-                self.common.v_descale = v;
+                self.common = self.common.with_descales(None, k, v);
                 self
             }
         }
@@ -210,7 +273,7 @@ pub(crate) use common_builders;
 /// // A variant by its key (as `Launched::spec` reports one); the call validates it against
 /// // the problem and the device.
 /// let v: Variant = "portable.m128.n32.w4.s2.b2.ctelx".parse()?;
-/// let opts = CallOptions { kernel: KernelChoice::Variant(v), ..CallOptions::default() };
+/// let opts = CallOptions::default().with_kernel(KernelChoice::Variant(v));
 /// # let _ = opts;
 /// # Ok::<(), fp8_sdpa::Error>(())
 /// ```
@@ -223,17 +286,27 @@ pub enum KernelChoice {
     Variant(Variant),
 }
 
-/// Options of a call.
+/// Options of a call: [`CallOptions::default`] (the shipped kernel, values checked, the whole
+/// GPU), adjusted with the `with_*` setters.
 ///
 /// ```
 /// use fp8_sdpa::runtime::{CallOptions, KernelChoice};
 /// // A benchmark loop: the first call checks the descales, later ones skip the read-back.
 /// let checked = CallOptions::default();
-/// let fast = CallOptions { check_descales: false, ..checked };
+/// let fast = checked.with_check_descales(false);
 /// assert_eq!(fast.kernel, KernelChoice::Auto);
-/// assert_eq!(CallOptions { sm_margin: 8, ..fast }.usable_sms(132), 124);
+/// assert_eq!(fast.with_sm_margin(8).usable_sms(132), 124);
+/// ```
+///
+/// `#[non_exhaustive]`, so that options can be added without breaking callers; a struct
+/// literal, even with `..CallOptions::default()`, does not compile outside the crate:
+///
+/// ```compile_fail,E0639
+/// use fp8_sdpa::runtime::CallOptions;
+/// let fast = CallOptions { check_descales: false, ..CallOptions::default() };
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CallOptions {
     /// Which kernel.
     pub kernel: KernelChoice,
@@ -258,6 +331,29 @@ pub struct CallOptions {
 }
 
 impl CallOptions {
+    /// These options with kernel choice `kernel`.
+    #[must_use]
+    pub const fn with_kernel(self, kernel: KernelChoice) -> CallOptions {
+        CallOptions { kernel, ..self }
+    }
+
+    /// These options with the read-back check of descales, offsets and tables on or off
+    /// ([`CallOptions::check_descales`] says what off trusts).
+    #[must_use]
+    pub const fn with_check_descales(self, check_descales: bool) -> CallOptions {
+        CallOptions {
+            check_descales,
+            ..self
+        }
+    }
+
+    /// These options leaving `sm_margin` SMs to kernels on other streams
+    /// ([`CallOptions::sm_margin`]).
+    #[must_use]
+    pub const fn with_sm_margin(self, sm_margin: u32) -> CallOptions {
+        CallOptions { sm_margin, ..self }
+    }
+
     /// The SMs a call sizes its grid for on a device of `sm_count`: all but `sm_margin`, and
     /// at least one.
     pub fn usable_sms(&self, sm_count: u32) -> u32 {

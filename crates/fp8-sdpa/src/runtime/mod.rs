@@ -15,6 +15,11 @@
 //! whether the descales and index arrays are read back and checked. Every tensor of a call is
 //! borrowed on the stream the call runs on ([`tensor`]'s "Streams").
 //!
+//! The calls, [`CallCommon`], [`PagedKv`], [`Descale`], [`CallOptions`] and
+//! [`crate::AttnParams`] are `#[non_exhaustive]`: built with their constructors and `with_*`
+//! setters rather than struct literals, so that an option or argument can be added without
+//! breaking callers. Their fields stay public to read and to assign.
+//!
 //! [`quantize::quantize_e4m3`] turns fp16/bf16 tensors into E4M3 codes and descales on the
 //! GPU.
 

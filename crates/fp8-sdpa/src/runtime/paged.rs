@@ -25,13 +25,13 @@
 //! let pool = [pages, page_size, heads_kv, dim];
 //! let call = PagedAttention::new(
 //!     TensorRef::contiguous(&q, &stream, DType::F16, [batch, 1, heads_q, dim], Layout::Bshd)?,
-//!     PagedKv {
-//!         k_cache: TensorRef::contiguous(&k, &stream, DType::F16, pool, Layout::Bshd)?,
-//!         v_cache: TensorRef::contiguous(&v, &stream, DType::F16, pool, Layout::Bshd)?,
-//!         block_table: IdxRef::new(&table, &stream),
+//!     PagedKv::new(
+//!         TensorRef::contiguous(&k, &stream, DType::F16, pool, Layout::Bshd)?,
+//!         TensorRef::contiguous(&v, &stream, DType::F16, pool, Layout::Bshd)?,
+//!         IdxRef::new(&table, &stream),
 //!         max_pages,
-//!         seqlens_k: IdxRef::new(&lens, &stream),
-//!     },
+//!         IdxRef::new(&lens, &stream),
+//!     ),
 //!     TensorMut::contiguous(&mut o, &stream, DType::F16, [batch, 1, heads_q, dim], Layout::Bshd)?,
 //!     AttnParams::default_for(dim, false),
 //! );
@@ -57,7 +57,22 @@ use crate::problem::AttnParams;
 use crate::variant::{Family, KernelSpec};
 use cudarc::driver::CudaStream;
 
-/// A paged K/V cache.
+/// A paged K/V cache: the key and value page pools, the block table and each sequence's key
+/// count ([`PagedKv::new`]).
+///
+/// `#[non_exhaustive]`, so that the cache can gain a part without breaking callers; a struct
+/// literal does not compile outside the crate:
+///
+/// ```compile_fail,E0639
+/// use fp8_sdpa::runtime::{IdxRef, PagedKv, TensorRef};
+/// fn cache<'a>(
+///     [k_cache, v_cache]: [TensorRef<'a>; 2],
+///     [block_table, seqlens_k]: [IdxRef<'a>; 2],
+/// ) -> PagedKv<'a> {
+///     PagedKv { k_cache, v_cache, block_table, max_pages: 8, seqlens_k }
+/// }
+/// ```
+#[non_exhaustive]
 pub struct PagedKv<'a> {
     /// Key pages `[pages, page_size, heads_kv, dim]` (page size 16..=256 tokens).
     pub k_cache: TensorRef<'a>,
@@ -70,6 +85,27 @@ pub struct PagedKv<'a> {
     pub max_pages: usize,
     /// i32 `[batch]`: keys of each sequence (at most `max_pages * page_size`).
     pub seqlens_k: IdxRef<'a>,
+}
+
+impl<'a> PagedKv<'a> {
+    /// The cache of key pages `k_cache` and value pages `v_cache` (each
+    /// `[pages, page_size, heads_kv, dim]`), the i32 block table `[batch, max_pages]` and the
+    /// i32 key counts `seqlens_k` `[batch]` (the module docs show one).
+    pub fn new(
+        k_cache: TensorRef<'a>,
+        v_cache: TensorRef<'a>,
+        block_table: IdxRef<'a>,
+        max_pages: usize,
+        seqlens_k: IdxRef<'a>,
+    ) -> PagedKv<'a> {
+        PagedKv {
+            k_cache,
+            v_cache,
+            block_table,
+            max_pages,
+            seqlens_k,
+        }
+    }
 }
 
 impl PagedKv<'_> {
@@ -100,6 +136,18 @@ impl PagedKv<'_> {
 /// cache's K and V descales, per kv head or per (batch, kv head). Causal aligns each
 /// sequence bottom-right: query i of a sequence with n keys sees key j iff
 /// `j <= i + n - seq_q`.
+///
+/// `#[non_exhaustive]`, so that arguments can be added without breaking callers: outside the
+/// crate a call is built with [`PagedAttention::new`] and its `with_*` setters, not a struct
+/// literal:
+///
+/// ```compile_fail,E0639
+/// use fp8_sdpa::runtime::{CallCommon, PagedAttention, PagedKv};
+/// fn call<'a>(common: CallCommon<'a>, kv: PagedKv<'a>) -> PagedAttention<'a> {
+///     PagedAttention { common, kv }
+/// }
+/// ```
+#[non_exhaustive]
 pub struct PagedAttention<'a> {
     /// Q, O, the LSE, the descales and the parameters.
     pub common: CallCommon<'a>,
@@ -165,13 +213,13 @@ impl PagedAttention<'_> {
 /// let pool = [pages, page_size, heads_kv, dim];
 /// let call = PagedAttentionVarlen::new(
 ///     TensorRef::packed(&q, &stream, DType::F16, [total_q, heads_q, dim])?,
-///     PagedKv {
-///         k_cache: TensorRef::contiguous(&k, &stream, DType::F16, pool, Layout::Bshd)?,
-///         v_cache: TensorRef::contiguous(&v, &stream, DType::F16, pool, Layout::Bshd)?,
-///         block_table: IdxRef::new(&table, &stream),
+///     PagedKv::new(
+///         TensorRef::contiguous(&k, &stream, DType::F16, pool, Layout::Bshd)?,
+///         TensorRef::contiguous(&v, &stream, DType::F16, pool, Layout::Bshd)?,
+///         IdxRef::new(&table, &stream),
 ///         max_pages,
-///         seqlens_k: IdxRef::new(&lens, &stream),
-///     },
+///         IdxRef::new(&lens, &stream),
+///     ),
 ///     TensorMut::packed(&mut o, &stream, DType::F16, [total_q, heads_q, dim])?,
 ///     IdxRef::new(&cu_q, &stream),
 ///     4, // the longest sequence's queries
@@ -181,6 +229,22 @@ impl PagedAttention<'_> {
 /// # Ok(())
 /// # }
 /// ```
+///
+/// `#[non_exhaustive]`, so that arguments can be added without breaking callers: outside the
+/// crate a call is built with [`PagedAttentionVarlen::new`] and its `with_*` setters, not a
+/// struct literal:
+///
+/// ```compile_fail,E0639
+/// use fp8_sdpa::runtime::{CallCommon, IdxRef, PagedAttentionVarlen, PagedKv};
+/// fn call<'a>(
+///     common: CallCommon<'a>,
+///     kv: PagedKv<'a>,
+///     cu_seqlens_q: IdxRef<'a>,
+/// ) -> PagedAttentionVarlen<'a> {
+///     PagedAttentionVarlen { common, kv, cu_seqlens_q, max_seqlen_q: 1 }
+/// }
+/// ```
+#[non_exhaustive]
 pub struct PagedAttentionVarlen<'a> {
     /// Q packed `[total_q, heads_q, dim]` ([`TensorRef::packed`], fp16 or bf16, so no Q
     /// descale), O packed like Q ([`TensorMut::packed`]; every token's rows are written), the

@@ -100,7 +100,7 @@ pub fn plan(d: &TensorDesc, codes_len: usize, descales_len: usize) -> Result<Qua
 /// quantize_e4m3(&dev, &stream, &x, &mut codes, &mut descales)?;
 /// // The codes are an E4M3 K for an attention call, with one descale per (batch, kv head).
 /// let k8 = TensorRef::contiguous(&codes, &stream, DType::E4m3, shape, Layout::Bshd)?;
-/// let k_descale = Descale { values: VecRef::new(&descales, &stream), batch_stride: 8 };
+/// let k_descale = Descale::new(VecRef::new(&descales, &stream), 8);
 /// # let _ = (k8, k_descale);
 /// # Ok(())
 /// # }

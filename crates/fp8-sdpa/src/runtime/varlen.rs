@@ -81,6 +81,30 @@ use cudarc::driver::CudaStream;
 /// ([`TensorRef::packed`]), O packed like Q ([`TensorMut::packed`]; every token's rows are
 /// written), the LSE as fp32 `[heads_q, total_q]`, and descales per head or per (sequence,
 /// head).
+///
+/// `#[non_exhaustive]`, so that arguments can be added without breaking callers: outside the
+/// crate a call is built with [`AttentionVarlen::new`] and its `with_*` setters, not a struct
+/// literal:
+///
+/// ```compile_fail,E0639
+/// use fp8_sdpa::runtime::{AttentionVarlen, CallCommon, IdxRef, TensorRef};
+/// fn call<'a>(
+///     common: CallCommon<'a>,
+///     [k, v]: [TensorRef<'a>; 2],
+///     [cu_seqlens_q, cu_seqlens_k]: [IdxRef<'a>; 2],
+/// ) -> AttentionVarlen<'a> {
+///     AttentionVarlen {
+///         common,
+///         k,
+///         v,
+///         cu_seqlens_q,
+///         cu_seqlens_k,
+///         max_seqlen_q: 1,
+///         max_seqlen_k: 1,
+///     }
+/// }
+/// ```
+#[non_exhaustive]
 pub struct AttentionVarlen<'a> {
     /// Q, O, the LSE, the descales and the parameters (causal aligns each sequence
     /// bottom-right).

@@ -322,10 +322,7 @@ mod tests {
         let e = check_file(
             &file(&qkv(64, 4, 2), &[], &[]),
             Layout::Bshd,
-            AttnParams {
-                scale: f32::INFINITY,
-                causal: false,
-            },
+            AttnParams::new(f32::INFINITY, false),
         )
         .unwrap_err()
         .to_string();

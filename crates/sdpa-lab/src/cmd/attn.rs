@@ -3,8 +3,8 @@
 use crate::attn_io;
 use cudarc::driver::{CudaSlice, CudaStream};
 use fp8_sdpa::runtime::{
-    Attention, AttentionVarlen, CallCommon, CallOptions, Descale, Device, IdxRef, KernelChoice,
-    Launched, PagedAttention, PagedAttentionVarlen, PagedKv, TensorMut, TensorRef, VecMut, VecRef,
+    Attention, AttentionVarlen, CallOptions, Descale, Device, IdxRef, KernelChoice, Launched,
+    PagedAttention, PagedAttentionVarlen, PagedKv, TensorMut, TensorRef, VecMut, VecRef,
 };
 use fp8_sdpa::{AttnParams, Error, Layout, Precision, Variant};
 use std::path::PathBuf;
@@ -123,10 +123,7 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
     };
     let q = input.q();
     let [b, sq, hq, d] = q.shape;
-    let params = AttnParams {
-        scale: a.scale.unwrap_or(1.0 / (d as f32).sqrt()),
-        causal: a.causal,
-    };
+    let params = AttnParams::new(a.scale.unwrap_or(1.0 / (d as f32).sqrt()), a.causal);
     // The problem's own faults (head dim, GQA ratio, shapes, lengths, scale, descales) are
     // named before a device is needed, in the library's words.
     attn_io::preflight::check(&input, a.layout, params, a.lse)?;
@@ -158,11 +155,9 @@ pub fn run(a: Args) -> fp8_sdpa::Result<ExitCode> {
             o: TensorMut::contiguous(&mut o, st, o_t, q.shape, a.layout)?,
             lse: a.lse.then(|| VecMut::new(&mut lse, st)),
             params,
-            opts: CallOptions {
-                kernel,
-                check_descales: true,
-                ..CallOptions::default()
-            },
+            opts: CallOptions::default()
+                .with_kernel(kernel)
+                .with_check_descales(true),
         };
         match &input {
             attn_io::AttnInput::Contiguous(f) => contiguous(&dev, &stream, f, shared, a.layout)?,
@@ -240,9 +235,11 @@ fn descale<'a>(
     on_device: &'a Option<CudaSlice<f32>>,
     file: &Option<attn_io::FileDescale>,
 ) -> Option<Descale<'a>> {
-    on_device.as_ref().map(|s| Descale {
-        values: VecRef::new(s, st),
-        batch_stride: file.as_ref().map_or(0, |d| d.batch_stride),
+    on_device.as_ref().map(|s| {
+        Descale::new(
+            VecRef::new(s, st),
+            file.as_ref().map_or(0, |d| d.batch_stride),
+        )
     })
 }
 
@@ -265,19 +262,19 @@ fn contiguous(
         .iter()
         .map(|d| upload_descale(st, d))
         .collect::<fp8_sdpa::Result<Vec<_>>>()?;
-    let call = Attention {
-        common: CallCommon {
-            q: s.q,
-            o: s.o,
-            lse: s.lse,
-            q_descale: descale(st, &ds[0], &f.descales[0]),
-            k_descale: descale(st, &ds[1], &f.descales[1]),
-            v_descale: descale(st, &ds[2], &f.descales[2]),
-            params: s.params,
-        },
-        k: TensorRef::contiguous(&dk, st, k.dtype, k.shape, layout)?,
-        v: TensorRef::contiguous(&dv, st, v.dtype, v.shape, layout)?,
-    };
+    let call = Attention::new(
+        s.q,
+        TensorRef::contiguous(&dk, st, k.dtype, k.shape, layout)?,
+        TensorRef::contiguous(&dv, st, v.dtype, v.shape, layout)?,
+        s.o,
+        s.params,
+    )
+    .with_lse(s.lse)
+    .with_descales(
+        descale(st, &ds[0], &f.descales[0]),
+        descale(st, &ds[1], &f.descales[1]),
+        descale(st, &ds[2], &f.descales[2]),
+    );
     let launched = dev.attention(st, &call, s.opts)?;
     st.synchronize()
         .map_err(Error::driver("running attention"))?;
@@ -305,44 +302,35 @@ fn paged(
     let cache = |buf, t: &attn_io::FileTensor| {
         TensorRef::contiguous(buf, st, t.dtype, t.shape, Layout::Bshd)
     };
-    let kv = PagedKv {
-        k_cache: cache(&dk, &p.k_cache)?,
-        v_cache: cache(&dv, &p.v_cache)?,
-        block_table: IdxRef::new(&table, st),
-        max_pages: p.max_pages,
-        seqlens_k: IdxRef::new(&lens, st),
-    };
+    let kv = PagedKv::new(
+        cache(&dk, &p.k_cache)?,
+        cache(&dv, &p.v_cache)?,
+        IdxRef::new(&table, st),
+        p.max_pages,
+        IdxRef::new(&lens, st),
+    );
+    let (k_descale, v_descale) = (
+        descale(st, &ds[0], &p.descales[0]),
+        descale(st, &ds[1], &p.descales[1]),
+    );
     let launched = if let Some(cu) = &p.cu_seqlens_q {
         let cu_q = upload(st, cu, "uploading cu_seqlens_q")?;
-        let call = PagedAttentionVarlen {
-            common: CallCommon {
-                // The packed q as one batch [1, total_q, heads_q, dim], as for a varlen file.
-                q: s.q,
-                o: s.o,
-                lse: s.lse,
-                q_descale: None,
-                k_descale: descale(st, &ds[0], &p.descales[0]),
-                v_descale: descale(st, &ds[1], &p.descales[1]),
-                params: s.params,
-            },
+        // The packed q as one batch [1, total_q, heads_q, dim], as for a varlen file.
+        let call = PagedAttentionVarlen::new(
+            s.q,
             kv,
-            cu_seqlens_q: IdxRef::new(&cu_q, st),
-            max_seqlen_q: p.max_seqlen_q,
-        };
+            s.o,
+            IdxRef::new(&cu_q, st),
+            p.max_seqlen_q,
+            s.params,
+        )
+        .with_lse(s.lse)
+        .with_kv_descales(k_descale, v_descale);
         dev.paged_attention_varlen(st, &call, s.opts)?
     } else {
-        let call = PagedAttention {
-            common: CallCommon {
-                q: s.q,
-                o: s.o,
-                lse: s.lse,
-                q_descale: None,
-                k_descale: descale(st, &ds[0], &p.descales[0]),
-                v_descale: descale(st, &ds[1], &p.descales[1]),
-                params: s.params,
-            },
-            kv,
-        };
+        let call = PagedAttention::new(s.q, kv, s.o, s.params)
+            .with_lse(s.lse)
+            .with_kv_descales(k_descale, v_descale);
         dev.paged_attention(st, &call, s.opts)?
     };
     st.synchronize()
@@ -375,23 +363,21 @@ fn varlen(
         let [_, n, h, d] = t.shape;
         TensorRef::packed(buf, st, t.dtype, [n, h, d])
     };
-    let call = AttentionVarlen {
-        common: CallCommon {
-            q: s.q,
-            o: s.o,
-            lse: s.lse,
-            q_descale: descale(st, &ds[0], &f.descales[0]),
-            k_descale: descale(st, &ds[1], &f.descales[1]),
-            v_descale: descale(st, &ds[2], &f.descales[2]),
-            params: s.params,
-        },
-        k: packed(&dk, k)?,
-        v: packed(&dv, v)?,
-        cu_seqlens_q: IdxRef::new(&cu_q, st),
-        cu_seqlens_k: IdxRef::new(&cu_k, st),
-        max_seqlen_q: f.max_seqlen_q,
-        max_seqlen_k: f.max_seqlen_k,
-    };
+    let call = AttentionVarlen::new(
+        s.q,
+        packed(&dk, k)?,
+        packed(&dv, v)?,
+        s.o,
+        [IdxRef::new(&cu_q, st), IdxRef::new(&cu_k, st)],
+        [f.max_seqlen_q, f.max_seqlen_k],
+        s.params,
+    )
+    .with_lse(s.lse)
+    .with_descales(
+        descale(st, &ds[0], &f.descales[0]),
+        descale(st, &ds[1], &f.descales[1]),
+        descale(st, &ds[2], &f.descales[2]),
+    );
     let launched = dev.attention_varlen(st, &call, s.opts)?;
     st.synchronize()
         .map_err(Error::driver("running attention"))?;

@@ -266,28 +266,25 @@ fn launch(
     let kd = [s.batch, s.seq_kv, s.heads_kv, s.head_dim];
     let [q, k, v] = &inp.sets[set % inp.sets.len()];
     let d = |i: usize| {
-        inp.descales[i].as_ref().map(|x| Descale {
-            values: VecRef::new(x, st),
-            batch_stride: 0,
-        })
+        inp.descales[i]
+            .as_ref()
+            .map(|x| Descale::new(VecRef::new(x, st), 0))
     };
-    let opts = CallOptions {
-        kernel,
-        check_descales: check,
-        ..CallOptions::default()
-    };
+    let opts = CallOptions::default()
+        .with_kernel(kernel)
+        .with_check_descales(check);
     if let Some(t) = &inp.paged {
         let pages = s.batch * t.max_pages;
         let pd = [pages, t.page_size, s.heads_kv, s.head_dim];
         let a = PagedAttention::new(
             TensorRef::contiguous(q, st, p.q(), qd, Layout::Bshd)?,
-            PagedKv {
-                k_cache: TensorRef::contiguous(k, st, p.kv(), pd, Layout::Bshd)?,
-                v_cache: TensorRef::contiguous(v, st, p.kv(), pd, Layout::Bshd)?,
-                block_table: IdxRef::new(&t.table, st),
-                max_pages: t.max_pages,
-                seqlens_k: IdxRef::new(&t.lens, st),
-            },
+            PagedKv::new(
+                TensorRef::contiguous(k, st, p.kv(), pd, Layout::Bshd)?,
+                TensorRef::contiguous(v, st, p.kv(), pd, Layout::Bshd)?,
+                IdxRef::new(&t.table, st),
+                t.max_pages,
+                IdxRef::new(&t.lens, st),
+            ),
             TensorMut::contiguous(&mut inp.o, st, p.out(), qd, Layout::Bshd)?,
             AttnParams::default_for(s.head_dim, case.causal),
         )

@@ -408,10 +408,9 @@ fn rank_main(a: &Args, r: usize) -> Result<ExitCode> {
     let single = |o: &mut CudaSlice<u8>| -> Result<()> {
         let st: &cudarc::driver::CudaStream = &stream;
         let ds = |i: usize| {
-            descales.as_ref().map(|x| Descale {
-                values: VecRef::new(&x[i], st),
-                batch_stride: hkv,
-            })
+            descales
+                .as_ref()
+                .map(|x| Descale::new(VecRef::new(&x[i], st), hkv))
         };
         let call = Attention::new(
             TensorRef::contiguous(&q_full, st, DType::Bf16, [b, s, hq, d], Layout::Bshd)?,
@@ -423,10 +422,7 @@ fn rank_main(a: &Args, r: usize) -> Result<ExitCode> {
         .with_descales(None, ds(0), ds(1));
         // Descales were checked when they were made; a read-back per call would add two
         // synchronizations to the baseline's time.
-        let opts = CallOptions {
-            check_descales: false,
-            ..CallOptions::default()
-        };
+        let opts = CallOptions::default().with_check_descales(false);
         dev.attention(&stream, &call, opts).map(|_| ())
     };
     let time = |f: &mut dyn FnMut() -> Result<()>| -> Result<f64> {

@@ -296,11 +296,9 @@ impl Gpu<'_> {
                     let params = AttnParams::default_for(space.head_dim as usize, space.causal);
                     let want = host.reference_dequantized(params.scale as f64)?;
                     let mut d = DeviceCase::upload(&self.stream, &host)?;
-                    let opts = CallOptions {
-                        kernel: KernelChoice::Variant(spec.variant),
-                        check_descales: true,
-                        ..CallOptions::default()
-                    };
+                    let opts = CallOptions::default()
+                        .with_kernel(KernelChoice::Variant(spec.variant))
+                        .with_check_descales(true);
                     let out = d.run(self.dev, &self.stream, &host, params, opts)?;
                     let unchanged = d.inputs_unchanged(&self.stream)?;
                     Ok(judge(space.precision, &out, &want, None, false, unchanged)?.failures)

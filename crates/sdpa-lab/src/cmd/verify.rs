@@ -236,11 +236,9 @@ pub fn verify(a: &Args) -> fp8_sdpa::Result<Report> {
                 };
                 let mut dcase = DeviceCase::upload(&stream, &host)?;
                 for spec in group.iter().filter(|s| runs_on(s, decode_only)) {
-                    let opts = CallOptions {
-                        kernel: KernelChoice::Variant(spec.variant),
-                        check_descales: true,
-                        ..CallOptions::default()
-                    };
+                    let opts = CallOptions::default()
+                        .with_kernel(KernelChoice::Variant(spec.variant))
+                        .with_check_descales(true);
                     let row = match dcase.run(&dev, &stream, &host, params, opts) {
                         Ok(out) => {
                             let unchanged = dcase.inputs_unchanged(&stream)?;
@@ -357,11 +355,9 @@ fn verify_varlen(
     };
     let mut rows = Vec::new();
     for spec in specs {
-        let opts = CallOptions {
-            kernel: KernelChoice::Variant(spec.variant),
-            check_descales: true,
-            ..CallOptions::default()
-        };
+        let opts = CallOptions::default()
+            .with_kernel(KernelChoice::Variant(spec.variant))
+            .with_check_descales(true);
         let mut push = |run: fp8_sdpa::Result<sdpa_harness::harness::RunOutput>,
                         unchanged: &dyn Fn() -> fp8_sdpa::Result<bool>,
                         page: Option<usize>|
