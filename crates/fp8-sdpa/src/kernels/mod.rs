@@ -20,7 +20,7 @@ pub struct KernelSource {
 /// softmax pieces, the `mma.sync` family's primitives, barriers, TMA, `wgmma` (with its
 /// generated per-N wrappers), the Hopper kernels' shared parts, `prims.cuh` (all of them, for the portable family) and the
 /// parameter block.
-pub const HEADERS: [(&str, &str); 10] = [
+pub const HEADERS: [(&str, &str); 12] = [
     ("types.cuh", include_str!("types.cuh")),
     ("softmax.cuh", include_str!("softmax.cuh")),
     ("mma_sm80.cuh", include_str!("mma_sm80.cuh")),
@@ -31,6 +31,8 @@ pub const HEADERS: [(&str, &str); 10] = [
     ("hopper_parts.cuh", include_str!("hopper_parts.cuh")),
     ("prims.cuh", include_str!("prims.cuh")),
     ("abi.cuh", include_str!("abi.cuh")),
+    ("decode_mma.cuh", include_str!("decode_mma.cuh")),
+    ("decode_steps.cuh", include_str!("decode_steps.cuh")),
 ];
 
 const REFERENCE: KernelSource = KernelSource {
