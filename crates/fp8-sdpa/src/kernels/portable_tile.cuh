@@ -172,24 +172,8 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
     mid();
 
     // ---- online softmax, base 2: p = 2^(s·sl2 - m), threshold rescale (softmax.cuh) ----
-    // With RESCALE_SKIP the warp skips the O multiply when none of its rows moved.
-    float corr[R][2];
-    bool moved = false;
-#pragma unroll
-    for (int mi = MI0; mi < R; ++mi)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const auto scale = [&]() { return ws.sl2_at(sl2, mi, h); };
-            corr[mi][h] = online_softmax_row<FAST_EXP>(s[mi], h, scale, ws.m[mi][h], ws.l[mi][h], RESCALE_TAU, moved);
-        }
-    if (!RESCALE_SKIP || __any_sync(0xffffffffu, moved)) {
-#pragma unroll
-        for (int mi = MI0; mi < R; ++mi)
-#pragma unroll
-            for (int dt = 0; dt < D / 8; ++dt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) ws.o[mi][dt][e] *= corr[mi][e >> 1];
-    }
+    const auto scale = [&](int mi, int h) { return ws.sl2_at(sl2, mi, h); };
+    online_softmax_frags<FAST_EXP, RESCALE_SKIP, MI0>(s, ws.o, ws.m, ws.l, scale, RESCALE_TAU);
     step_sync();
     hk.pre();
 
@@ -289,9 +273,7 @@ __device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, co
     for (int mi = 0; mi < R; ++mi)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            float l = ws.l[mi][h];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float l = quad_sum(ws.l[mi][h]);
             const bool empty = l == 0.f;
             const float inv = empty ? 0.f : v_ds / l;
             const int row = row_w + frag_off(warp, mi) + g + 8 * h;
