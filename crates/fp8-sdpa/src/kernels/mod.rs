@@ -20,7 +20,7 @@ pub struct KernelSource {
 /// softmax pieces, the `mma.sync` family's primitives, barriers, TMA, `wgmma` (with its
 /// generated per-N wrappers), the Hopper kernels' shared parts, `prims.cuh` (all of them, for the portable family) and the
 /// parameter block.
-pub const HEADERS: [(&str, &str); 12] = [
+pub const HEADERS: &[(&str, &str)] = &[
     ("types.cuh", include_str!("types.cuh")),
     ("softmax.cuh", include_str!("softmax.cuh")),
     ("mma_sm80.cuh", include_str!("mma_sm80.cuh")),
@@ -33,6 +33,12 @@ pub const HEADERS: [(&str, &str); 12] = [
     ("abi.cuh", include_str!("abi.cuh")),
     ("decode_mma.cuh", include_str!("decode_mma.cuh")),
     ("decode_steps.cuh", include_str!("decode_steps.cuh")),
+    ("portable_modes.cuh", include_str!("portable_modes.cuh")),
+    ("portable_work.cuh", include_str!("portable_work.cuh")),
+    ("portable_load.cuh", include_str!("portable_load.cuh")),
+    ("portable_decode8.cuh", include_str!("portable_decode8.cuh")),
+    ("portable_tile.cuh", include_str!("portable_tile.cuh")),
+    ("portable_stream.cuh", include_str!("portable_stream.cuh")),
 ];
 
 const REFERENCE: KernelSource = KernelSource {

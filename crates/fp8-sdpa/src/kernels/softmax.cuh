@@ -13,6 +13,15 @@ __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+// Over the 4 lanes of a quad: one row of an mma.sync C fragment (lanes 4g .. 4g + 3).
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
 
 // ---- exponent ----------------------------------------------------------------------------
 // ex2.approx.ftz: one MUFU op, relative error ~2^-22, flushes subnormals; exp2f: accurate.
@@ -46,8 +55,7 @@ __device__ __forceinline__ float online_softmax_row(float (&s)[N][4], int h, con
     float mx = -SDPA_INF;
 #pragma unroll
     for (int nt = 0; nt < N; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    mx = quad_max(mx);
     const float sl = scale();
     const float cand = mx * sl;
     const float m_old = m;
@@ -68,4 +76,32 @@ __device__ __forceinline__ float online_softmax_row(float (&s)[N][4], int h, con
         }
     l = l * corr + sum;
     return corr;
+}
+
+// The online softmax of one key step over a warp's m16 fragments MI0 .. R - 1 (score tiles s,
+// O accumulators o with D / 8 d-tiles, running m and l per fragment row h = 0, 1 of this lane):
+// online_softmax_row per row, then O rescaled by each row's factor. SKIP: the warp skips the
+// O multiply when none of its rows moved (a warp vote and a branch, which split the softmax and
+// P·V into two basic blocks: worth it only where the multiply is large against the step's
+// mma). `scale(mi, h)` gives the row's log2 scale.
+template <bool FAST, bool SKIP, int MI0, int R, int N, int DT, typename Scale>
+__device__ __forceinline__ void online_softmax_frags(float (&s)[R][N][4], float (&o)[R][DT][4], float (&m)[R][2],
+                                                     float (&l)[R][2], const Scale& scale, float tau) {
+    float corr[R][2];
+    bool moved = false;
+#pragma unroll
+    for (int mi = MI0; mi < R; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const auto row_scale = [&]() { return scale(mi, h); };
+            corr[mi][h] = online_softmax_row<FAST>(s[mi], h, row_scale, m[mi][h], l[mi][h], tau, moved);
+        }
+    if (!SKIP || __any_sync(0xffffffffu, moved)) {
+#pragma unroll
+        for (int mi = MI0; mi < R; ++mi)
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) o[mi][dt][e] *= corr[mi][e >> 1];
+    }
 }
