@@ -45,11 +45,15 @@ echo "==> NVRTC: ${SDPA_NVRTC_PATH:-loader path}"
 # A project-local kernel cache keeps test runs independent of the user's cache.
 export SDPA_CACHE_DIR="${SDPA_CACHE_DIR:-$PWD/target/kernel-cache}"
 
-echo "==> cargo fmt --check"
+# Each step's wall time, printed at the end (where CI's minutes go).
+times=()
+step() { times+=("$(printf '%4ds  %s' $((SECONDS - t_step)) "$cur")"); cur=$1; t_step=$SECONDS; echo "==> $1"; }
+cur=setup; t_step=$SECONDS
+step "cargo fmt --check"
 cargo fmt --all -- --check
-echo "==> cargo clippy (warnings are errors)"
+step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-echo "==> cargo test"
+step "cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 if [ "$gpu" = 1 ]; then
@@ -57,14 +61,16 @@ if [ "$gpu" = 1 ]; then
 else
   cargo test --workspace 2>&1 | tee "$log"
 fi
-echo "==> sdpa-lab check --arch sm_80,sm_90a"
+step "sdpa-lab check --arch sm_80,sm_90a"
 cargo run --quiet -p sdpa-lab -- check --arch sm_80,sm_90a --summary
-echo "==> cargo package --workspace"
+step "cargo package --workspace"
 cargo package --workspace --no-verify --allow-dirty --quiet
-echo "==> Python package (python/test.sh)"
+step "Python package (python/test.sh)"
 python/test.sh
-echo "==> fuzz targets (fuzz/): build, then ${SDPA_FUZZ_SECONDS:-3}s of each"
+step "fuzz targets (fuzz/): build, then ${SDPA_FUZZ_SECONDS:-3}s of each"
 fuzz/run.sh "${SDPA_FUZZ_SECONDS:-3}"
+step done
+printf "%s\n" "${times[@]:1}"
 # One closing line for the whole test suite (cargo prints one per test binary, the last
 # being the doc-tests').
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) g += $i } }
