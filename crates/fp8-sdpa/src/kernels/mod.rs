@@ -20,6 +20,8 @@ pub struct KernelSource {
 /// softmax pieces, the `mma.sync` family's primitives, barriers, TMA, `wgmma` (with its
 /// generated per-N wrappers), the Hopper kernels' shared parts, `prims.cuh` (all of them, for the portable family) and the
 /// parameter block.
+/// The portable family's steps are headers of their own (`portable_*.cuh`, in the order
+/// `portable.cu` includes them).
 pub const HEADERS: [(&str, &str); 16] = [
     ("types.cuh", include_str!("types.cuh")),
     ("softmax.cuh", include_str!("softmax.cuh")),
