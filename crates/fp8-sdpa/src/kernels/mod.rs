@@ -20,6 +20,8 @@ pub struct KernelSource {
 /// softmax pieces, the `mma.sync` family's primitives, barriers, TMA, `wgmma` (with its
 /// generated per-N wrappers), the Hopper kernels' shared parts, `prims.cuh` (all of them, for the portable family) and the
 /// parameter block.
+/// The portable and decode families' steps are headers of their own (`portable_*.cuh`,
+/// `decode_*.cuh`).
 pub const HEADERS: &[(&str, &str)] = &[
     ("types.cuh", include_str!("types.cuh")),
     ("softmax.cuh", include_str!("softmax.cuh")),

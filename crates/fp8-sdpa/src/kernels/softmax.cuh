@@ -1,4 +1,8 @@
-// Softmax building blocks shared by the families: warp reductions and the base-2 exponent.
+// Softmax building blocks shared by the families: warp and quad reductions, the base-2
+// exponent, and the online softmax (FlashAttention-2, base 2) in its two forms: with a
+// threshold rescale (portable family: online_softmax_row, online_softmax_frags) and exact
+// (online_softmax_row_exact: the form of the decode family and Hopper's softmax_step, with
+// the same SASS when they call it).
 #pragma once
 #include "types.cuh"
 
@@ -30,7 +34,6 @@ __device__ __forceinline__ float exp2_fast(float x) {
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
-
 
 // The exponent a kernel's FAST_EXP knob picks: ex2.approx.ftz, or the accurate exp2f.
 template <bool FAST> __device__ __forceinline__ float exp2_sel(float x) {
@@ -104,4 +107,55 @@ __device__ __forceinline__ void online_softmax_frags(float (&s)[R][N][4], float 
 #pragma unroll
                 for (int e = 0; e < 4; ++e) o[mi][dt][e] *= corr[mi][e >> 1];
     }
+}
+
+// The exact form (no threshold): m moves to every step's row max, so O is rescaled every
+// step; m is kept in unscaled score units. P = 2^(s·sl2 - m·sl2 + shift), at most 2^shift.
+// `at(nt, e)` is element e (0, 1) of n-tile nt of this lane's row: the mma.sync C layout
+// (decode family) or the wgmma one (Hopper). `masked(nt, e)`: the element is set to -inf
+// inside the max loop (where ptxas schedules the mask's compares). PAIRWISE: the max over each
+// n-tile's pair first, then the running max (Hopper's order), else element by element
+// (decode's); ptxas keeps each order's schedule. Overwrites the row with P, updates m and l
+// (this lane's partial sum) and returns O's factor. A row that has seen no key keeps
+// m = -inf.
+struct NoMask {
+    __device__ __forceinline__ bool operator()(int, int) const { return false; }
+};
+template <int N, bool PAIRWISE, typename At, typename Masked = NoMask>
+__device__ __forceinline__ float online_softmax_row_exact(const At& at, float& m, float& l, float sl2, float shift,
+                                                          const Masked& masked = Masked()) {
+    float mx = m;
+#pragma unroll
+    for (int nt = 0; nt < N; ++nt) {
+        if constexpr (PAIRWISE) {
+            float &x0 = at(nt, 0), &x1 = at(nt, 1);
+            if (masked(nt, 0)) x0 = -SDPA_INF;
+            if (masked(nt, 1)) x1 = -SDPA_INF;
+            mx = fmaxf(mx, fmaxf(x0, x1));
+        } else {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float& x = at(nt, e);
+                if (masked(nt, e)) x = -SDPA_INF;
+                mx = fmaxf(mx, x);
+            }
+        }
+    }
+    mx = quad_max(mx);
+    // No visible key so far: subtract 0, so exp2 gives 0.
+    const float ms = mx == -SDPA_INF ? 0.f : mx * sl2;
+    const float alpha = exp2_fast(m * sl2 - ms);
+    const float shifted = ms - shift;
+    m = mx;
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < N; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            float& x = at(nt, e);
+            x = exp2_fast(fmaf(x, sl2, -shifted));
+            sum += x;
+        }
+    l = l * alpha + sum;
+    return alpha;
 }
