@@ -206,30 +206,9 @@ __device__ __forceinline__ void softmax_step(float (&s)[KW / 8][4], float (&m)[2
                                              int key0, const int (&limit)[2], int t4, float sl2) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        float mx = m[r];
-#pragma unroll
-        for (int n = 0; n < KW / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                float& x = s[n][2 * r + e];
-                if (key0 + 8 * n + 2 * t4 + e >= limit[r]) x = -SDPA_INF;
-                mx = fmaxf(mx, x);
-            }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float ms = mx == -SDPA_INF ? 0.f : mx * sl2;
-        alpha[r] = exp2_fast(m[r] * sl2 - ms);
-        m[r] = mx;
-        float sum = 0.f;
-#pragma unroll
-        for (int n = 0; n < KW / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                float& x = s[n][2 * r + e];
-                x = exp2_fast(fmaf(x, sl2, -ms));
-                sum += x;
-            }
-        l[r] = l[r] * alpha[r] + sum;
+        const auto at = [&](int n, int e) -> float& { return s[n][2 * r + e]; };
+        const auto masked = [&](int n, int e) { return key0 + 8 * n + 2 * t4 + e >= limit[r]; };
+        alpha[r] = online_softmax_row_exact<KW / 8, false>(at, m[r], l[r], sl2, 0.f, masked);
     }
 }
 
