@@ -168,7 +168,7 @@ impl Compiler {
                 cache::Lookup::Miss => {}
             }
         }
-        let mut out = nvrtc::compile(src.name, src.text, &kernels::HEADERS, defines, arch)?;
+        let mut out = nvrtc::compile(src.name, src.text, kernels::HEADERS, defines, arch)?;
         let mut resources = ptxas::parse(&out.log);
         if resources.is_empty() {
             // Seen on the H100 machine before `--no-cache` (nvrtc::base_options): a compile
@@ -182,7 +182,7 @@ impl Compiler {
                 .unwrap_or(0);
             let mut with_nonce = defines.to_vec();
             with_nonce.push(("SDPA_NVRTC_NONCE".into(), nonce.to_string()));
-            out = nvrtc::compile(src.name, src.text, &kernels::HEADERS, &with_nonce, arch)?;
+            out = nvrtc::compile(src.name, src.text, kernels::HEADERS, &with_nonce, arch)?;
             resources = ptxas::parse(&out.log);
             eprintln!(
                 "note: NVRTC gave no ptxas report for {}; compiled again with a nonce define: report {}",
