@@ -20,7 +20,7 @@ pub struct KernelSource {
 /// softmax pieces, the `mma.sync` family's primitives, barriers, TMA, `wgmma` (with its
 /// generated per-N wrappers), the Hopper kernels' shared parts, `prims.cuh` (all of them, for the portable family) and the
 /// parameter block.
-pub const HEADERS: [(&str, &str); 10] = [
+pub const HEADERS: [(&str, &str); 14] = [
     ("types.cuh", include_str!("types.cuh")),
     ("softmax.cuh", include_str!("softmax.cuh")),
     ("mma_sm80.cuh", include_str!("mma_sm80.cuh")),
@@ -29,6 +29,10 @@ pub const HEADERS: [(&str, &str); 10] = [
     ("wgmma.cuh", include_str!("wgmma.cuh")),
     ("wgmma_ops.cuh", include_str!("wgmma_ops.cuh")),
     ("hopper_parts.cuh", include_str!("hopper_parts.cuh")),
+    ("hopper_knobs.cuh", include_str!("hopper_knobs.cuh")),
+    ("hopper_ring.cuh", include_str!("hopper_ring.cuh")),
+    ("hopper_consumer.cuh", include_str!("hopper_consumer.cuh")),
+    ("hopper_entry.cuh", include_str!("hopper_entry.cuh")),
     ("prims.cuh", include_str!("prims.cuh")),
     ("abi.cuh", include_str!("abi.cuh")),
 ];
