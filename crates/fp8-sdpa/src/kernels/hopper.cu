@@ -20,32 +20,15 @@
 // completed. Phase bits follow the running use count of each barrier. FP8-KV: K_FULL and
 // V_FULL complete on one arrival per producer warp after its decode; the code stages have
 // RK_/RV_FULL (TMA bytes) and RK_/RV_EMPTY (one arrival per producer warp after its reads).
-#include "types.cuh"
-#include "softmax.cuh"
-#include "sync.cuh"
-#include "tma.cuh"
-#include "wgmma.cuh"
-#include "abi.cuh"
+#include "hopper_knobs.cuh"
 
+namespace hopper {
 typedef SDPA_Q_T T;      // Q and compute type (fp16 or bf16)
 typedef SDPA_KV_T KvT;   // K/V storage: T, or E4M3 (FP8-KV), decoded to T by the producer warpgroup
 typedef SDPA_O_T OutT;
 constexpr bool KV8 = Same<KvT, e4m3_t>::value;
 
-constexpr int D = SDPA_HEAD_DIM;
-constexpr int TILE_N = SDPA_TILE_N;
-constexpr int STAGES = SDPA_STAGES;
-constexpr int CONSUMERS = SDPA_WARPS / 4 - 1;
-constexpr int TILE_M = SDPA_TILE_M;
-constexpr int THREADS = SDPA_WARPS * 32;
 constexpr int SLABS = D / 64;
-constexpr bool OVERLAP = SDPA_OVERLAP;                      // softmax(j) beside P.V(j + 1)
-constexpr bool PINGPONG = SDPA_PINGPONG && CONSUMERS == 2;  // warpgroups take turns on GEMMs
-#ifndef SDPA_VARLEN
-#define SDPA_VARLEN 0
-#endif
-constexpr bool VARLEN = SDPA_VARLEN != 0;  // packed sequences (abi.cuh), cut out by the scheduler
-static_assert(TILE_M == 64 * CONSUMERS, "one 64-row wgmma tile per consumer warpgroup");
 static_assert(D % 64 == 0 && TILE_N % 16 == 0 && TILE_N <= 256, "tile shape");
 static_assert(Same<T, half_t>::value || Same<T, bf16_t>::value, "16-bit Q");
 static_assert(KV8 || Same<KvT, T>::value, "K/V in Q's type, or E4M3");
@@ -64,11 +47,12 @@ enum : u32 { Q_FULL = 0, Q_EMPTY = 1, K_FULL = 2, K_EMPTY = K_FULL + STAGES,
 // per block; not D256's 80-key ring), else stored from registers.
 static_assert(sizeof(OutT) == 2, "16-bit output");
 constexpr u32 OFF_R = Q_BYTES + 2 * STAGES * KV_BYTES;  // FP8-KV codes: K then V, per stage
-constexpr u32 O_BYTES = Q_BYTES, RING_END = OFF_R + 2 * STAGES * RAW_BYTES;
+constexpr u32 RING_END = OFF_R + 2 * STAGES * RAW_BYTES;
 // Not for varlen calls (hopper_parts.cuh's epilogue): their layout keeps the space, unused.
 constexpr bool O_FITS = RING_END + O_BYTES + 8 * N_BARS + 1024 <= 232448, STAGE_O = O_FITS && !VARLEN;
 constexpr u32 OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * KV_BYTES, OFF_O = RING_END;
 constexpr u32 OFF_BAR = RING_END + (O_FITS ? O_BYTES : 0);
+constexpr bool RING_BARS_OUTLINED = true;  // hopper_ring.cuh says why
 // The host adds 1024 bytes so that the base can be rounded up to the swizzle period.
 static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 
@@ -82,29 +66,37 @@ constexpr bool LEAN_DECODE = D >= 128 && !SDPA_CAUSAL;
 constexpr int PRODUCER_REGS = !KV8 ? 24 : D >= 128 && !LEAN_DECODE ? 64 : 56;
 // setmaxnreg moves registers within the block's launch allocation (65536 / THREADS per
 // thread, rounded down to 8, for each of its warpgroups): an inc past it waits forever.
-constexpr int POOL = 65536 / THREADS / 8 * 8 * (THREADS / 128);
 constexpr int CONSUMER_REGS_RAW = (POOL - PRODUCER_REGS) / CONSUMERS / 8 * 8;
 constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
 constexpr float P_SHIFT = 0.f;  // 16-bit P: exp2(s - m) in (0, 1]
 
+}  // namespace hopper
+
 #include "hopper_parts.cuh"
+#include "hopper_ring.cuh"
+
+namespace hopper {
+typedef Ring<Q_FULL, Q_EMPTY, 0, Q_BYTES, 1> QRing;
+typedef Ring<K_FULL, K_EMPTY, OFF_K, KV_BYTES> KRing;
+typedef Ring<V_FULL, V_EMPTY, OFF_V, KV_BYTES> VRing;
+typedef Ring<RK_FULL, RK_EMPTY, OFF_R, 2 * RAW_BYTES> RawKRing;  // FP8-KV codes
+typedef Ring<RV_FULL, RV_EMPTY, OFF_R + RAW_BYTES, 2 * RAW_BYTES> RawVRing;
 
 // Q of tile w into its buffer, once the previous tile's consumers released it (t_local: live
 // tiles so far). Both producers (16-bit, FP8-KV) load Q this way.
 __device__ __forceinline__ void load_q(const HopperMaps& maps, u32 smem, const Tile& w, u32 t_local) {
-    const u32 full = smem + OFF_BAR + 8 * Q_FULL;
-    mbar_wait(smem + OFF_BAR + 8 * Q_EMPTY, (t_local & 1) ^ 1);
-    mbar_arrive_expect_tx(full, Q_BYTES);
-#pragma unroll
-    for (int s = 0; s < SLABS; ++s)
-        tma_load_4d(smem + s * Q_SLAB, &maps.q, full, 64 * s, w.q_off + w.m_block * TILE_M, w.hq, w.bc);
+    const QRing q{smem};
+    const Buffer b = q.buffer(t_local);
+    q.acquire(b, Q_BYTES);
+    tma_fill<SLABS, Q_SLAB, 64>(b, &maps.q, w.q_off + w.m_block * TILE_M, w.hq, w.bc);
 }
 
 // ---- producer: one thread issues every TMA copy -------------------------------------------
-__device__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
+__device__ void produce_16(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
     Scheduler sched(p);
     const int group = p.heads_q / p.heads_kv;
-    auto bar = [&](u32 id) { return smem + OFF_BAR + 8 * id; };
+    const KRing k{smem};
+    const VRing v{smem};
     u32 it = 0, t_local = 0;
     for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x) {
         Tile w = sched.at(p, t);
@@ -113,18 +105,11 @@ __device__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
         load_q(maps, smem, w, t_local++);
         // Key blocks from the last to the first: the masked ones come first.
         for (int j = w.n_blocks - 1; j >= 0; --j, ++it) {
-            const u32 st = it % STAGES, phase = (it / STAGES) & 1;
-            const u32 k_dst = smem + OFF_K + st * KV_BYTES, v_dst = smem + OFF_V + st * KV_BYTES;
-            mbar_wait(bar(K_EMPTY + st), phase ^ 1);
-            mbar_arrive_expect_tx(bar(K_FULL + st), KV_BYTES);
-#pragma unroll
-            for (int s = 0; s < SLABS; ++s)
-                tma_load_4d(k_dst + s * KV_SLAB, &maps.k, bar(K_FULL + st), 64 * s, w.k_off + j * TILE_N, hkv, w.bc);
-            mbar_wait(bar(V_EMPTY + st), phase ^ 1);
-            mbar_arrive_expect_tx(bar(V_FULL + st), KV_BYTES);
-#pragma unroll
-            for (int s = 0; s < SLABS; ++s)
-                tma_load_4d(v_dst + s * KV_SLAB, &maps.v, bar(V_FULL + st), 64 * s, w.k_off + j * TILE_N, hkv, w.bc);
+            const Buffer bk = k.buffer(it), bv = v.buffer(it);
+            k.acquire(bk, KV_BYTES);
+            tma_fill<SLABS, KV_SLAB, 64>(bk, &maps.k, w.k_off + j * TILE_N, hkv, w.bc);
+            v.acquire(bv, KV_BYTES);
+            tma_fill<SLABS, KV_SLAB, 64>(bv, &maps.v, w.k_off + j * TILE_N, hkv, w.bc);
         }
     }
 }
@@ -187,10 +172,15 @@ __device__ void produce_kv8(const SdpaParams& p, const HopperMaps& maps, u32 sme
     Scheduler sched(p);
     const int tid = threadIdx.x, lane = tid % 32, group = p.heads_q / p.heads_kv;
     const Decoder dec(tid);
-    auto bar = [&](u32 id) { return smem + OFF_BAR + 8 * id; };
-    auto raw = [&](u32 st, int kv) { return smem + OFF_R + (2 * st + kv) * RAW_BYTES; };
+    const KRing k{smem};
+    const VRing v{smem};
+    const RawKRing raw_k{smem};
+    const RawVRing raw_v{smem};
     UseCursor copy = {int(blockIdx.x) - int(gridDim.x), 0};
     u32 copied = 0;
+    // The codes' rings by hand: spelled through Ring, the copies compiled to different SASS.
+    auto bar = [&](u32 id) { return smem + OFF_BAR + 8 * id; };
+    auto raw = [&](u32 st, int kv) { return smem + OFF_R + (2 * st + kv) * RAW_BYTES; };
     auto copy_next = [&] {  // thread 0: the codes of the next use not yet copied
         if (!copy.next(sched, p)) return;
         const u32 st = copied % STAGES, ph = ((copied / STAGES) & 1) ^ 1;
@@ -207,16 +197,17 @@ __device__ void produce_kv8(const SdpaParams& p, const HopperMaps& maps, u32 sme
         }
         ++copied;
     };
-    auto decode = [&](u32 u, int kv) {
+    // Use u of a 16-bit ring from its code ring.
+    auto decode = [&](u32 u, const auto& raw, const auto& ring) {
         const u32 st = u % STAGES, ph = (u / STAGES) & 1;
-        mbar_wait(bar((kv ? RV_FULL : RK_FULL) + st), ph);
-        mbar_wait(bar((kv ? V_EMPTY : K_EMPTY) + st), ph ^ 1);
-        dec.run(raw(st, kv), smem + (kv ? OFF_V : OFF_K) + st * KV_BYTES);
+        mbar_wait(raw.full_at(st), ph);
+        mbar_wait(ring.empty_at(st), ph ^ 1);
+        dec.run(raw.tile_at(st), ring.tile_at(st));
         fence_proxy_async_shared();
         __syncwarp();
         if (lane == 0) {
-            mbar_arrive(bar((kv ? V_FULL : K_FULL) + st));
-            mbar_arrive(bar((kv ? RV_EMPTY : RK_EMPTY) + st));
+            mbar_arrive(ring.full_at(st));
+            mbar_arrive(raw.empty_at(st));
         }
     };
     if (tid == 0)
@@ -228,170 +219,97 @@ __device__ void produce_kv8(const SdpaParams& p, const HopperMaps& maps, u32 sme
         if (tid == 0) load_q(maps, smem, w, t_local);
         ++t_local;
         for (int j = w.n_blocks - 1; j >= 0; --j, ++u) {
-            decode(u, 0);
-            decode(u, 1);
+            decode(u, raw_k, k);
+            decode(u, raw_v, v);
             if (tid == 0) copy_next();
         }
     }
 }
 
-// ---- the two GEMMs, issued by the whole warpgroup ---------------------------------------
-// S = Q.K^T: D / 16 k-steps, four per 64-column slab (+32 bytes each inside the 128-byte row).
-__device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32 k_tile) {
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-        const u32 off = (kk % 4) * 32;
-        Wgmma<T, TILE_N>::template ss<0>(s, wgmma_desc_sw128(q_tile + (kk / 4) * Q_SLAB + off, 16, 1024),
-                                         wgmma_desc_sw128(k_tile + (kk / 4) * KV_SLAB + off, 16, 1024), kk > 0);
-    }
-    wgmma_commit();
-}
-// O += P.V: P's accumulator fragments are the A fragments of the k16 steps; V is read
-// MN-major, 16 key rows (2048 bytes) per step.
-__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const u32 (&pa)[TILE_N / 16][4], u32 v_tile) {
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < TILE_N / 16; ++kk)
-        Wgmma<T, D>::template rs<1>(o, pa[kk], wgmma_desc_sw128(v_tile + kk * 16 * 128, KV_SLAB, 1024), 1);
-    wgmma_commit();
-}
-// All of P is packed before the first P.V wgmma, so that none waits on a conversion.
-__device__ __forceinline__ void to_p(const float (&s)[TILE_N / 2], u32 (&pa)[TILE_N / 16][4]) {
-#pragma unroll
-    for (int kk = 0; kk < TILE_N / 16; ++kk)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) pa[kk][i] = pack2<T>(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
+// The producer warpgroup: 16-bit K/V need one thread's copies, FP8-KV every thread's decode.
+__device__ __forceinline__ void produce(const SdpaParams& p, const HopperMaps& maps, u32 smem) {
+    if constexpr (KV8)
+        produce_kv8(p, maps, smem);
+    else if (threadIdx.x == 0)
+        produce_16(p, maps, smem);
 }
 
-__device__ void consume(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw) {
-    Scheduler sched(p);
-    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
-    const u32 q_tile = smem + cw * 64 * 128;
-    u32 it = 0, t_local = 0;
-    if (PINGPONG && cw == 1) bar_arrive(1, 256);
-    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x) {
-        Tile w = sched.at(p, t);
-        if (!w.live()) continue;
-        const int q0 = w.m_block * TILE_M + cw * 64 + 16 * warp + g;  // this thread's first row
-        // FP8-KV: K's descale scales the scores, V's the output (read at the epilogue).
-        auto kv_descale = [&](const float* d) { return d[w.b * p.kv_descale_stride_b + w.hq / (p.heads_q / p.heads_kv)]; };
-        const float sl2 = KV8 && p.k_descale ? p.scale_log2 * kv_descale(p.k_descale) : p.scale_log2;
-        float o[D / 2];
-#pragma unroll
-        for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-        RowState rs = {{-SDPA_INF, -SDPA_INF}, {0.f, 0.f}};
-        mbar_wait(smem + OFF_BAR + 8 * Q_FULL, t_local++ & 1);
-        if (w.n_blocks == 0 && lane == 0) mbar_arrive(smem + OFF_BAR + 8 * Q_EMPTY);
-        auto bar = [&](u32 id, u32 use) { return smem + OFF_BAR + 8 * (id + use % STAGES); };
-        auto tile_of = [&](u32 base, u32 use) { return smem + base + (use % STAGES) * KV_BYTES; };
-        auto phase = [](u32 use) { return (use / STAGES) & 1; };
-        // K (and, on the tile's last key block, Q) are free once S's wgmma has completed.
-        auto release_k = [&](u32 use, int j) {
-            if (lane == 0) {
-                mbar_arrive(bar(K_EMPTY, use));
-                if (j == 0) mbar_arrive(smem + OFF_BAR + 8 * Q_EMPTY);
-            }
-        };
-        float s[TILE_N / 2], alpha[2];
-        u32 pa[TILE_N / 16][4];
-        // S of key block j (ring use `u`) on its own, through the softmax.
-        auto scores = [&](u32 u, int j) {
-            mbar_wait(bar(K_FULL, u), phase(u));
-            turn_wait(cw);
-            issue_qk(s, q_tile, tile_of(OFF_K, u));
-            turn_pass(cw);
-            wgmma_wait<0>();
-            wgmma_hold(s);
-            release_k(u, j);
-            mask_block(s, j, w, cw, q0, t4, p);
-            softmax_step(s, rs, alpha, sl2);
-        };
-        // O += P.V of ring use `u` on its own.
-        auto values = [&](u32 u) {
-            mbar_wait(bar(V_FULL, u), phase(u));
-            turn_wait(cw);
-            issue_pv(o, pa, tile_of(OFF_V, u));
-            turn_pass(cw);
-            wgmma_wait<0>();
-            wgmma_hold(o);
-            if (lane == 0) mbar_arrive(bar(V_EMPTY, u));
-        };
-        if (w.n_blocks > 0 && OVERLAP) {
-            // Intra-warpgroup overlap: the softmax of block j runs while P.V of block j + 1
-            // (the previous one; blocks go last to first) is on the tensor cores.
-            int j = w.n_blocks - 1;
-            scores(it, j);
-            to_p(s, pa);
-            for (--j; j >= 0; --j, ++it) {
-                mbar_wait(bar(K_FULL, it + 1), phase(it + 1));
-                turn_wait(cw);
-                issue_qk(s, q_tile, tile_of(OFF_K, it + 1));
-                mbar_wait(bar(V_FULL, it), phase(it));
-                issue_pv(o, pa, tile_of(OFF_V, it));
-                turn_pass(cw);
-                wgmma_wait<1>();
-                wgmma_hold(s);
-                release_k(it + 1, j);
-                mask_block(s, j, w, cw, q0, t4, p);
-                softmax_step(s, rs, alpha, sl2);
-                wgmma_wait<0>();
-                wgmma_hold(o);
-                if (lane == 0) mbar_arrive(bar(V_EMPTY, it));
-                rescale(o, alpha);
-                to_p(s, pa);
-            }
-            values(it++);
-        } else {
-            for (int j = w.n_blocks - 1; j >= 0; --j, ++it) {
-                scores(it, j);
-                rescale(o, alpha);
-                to_p(s, pa);
-                values(it);
-            }
+// The barriers' arrivals (Q's: hopper_block.cuh). FULL: 16-bit K/V, the TMA's one; FP8-KV,
+// each producer warp's after its decode. EMPTY: every consumer warp's after its wgmma.
+__device__ __forceinline__ void init_rings(u32 smem) {
+    const KRing k{smem};
+    const VRing v{smem};
+    const RawKRing raw_k{smem};
+    const RawVRing raw_v{smem};
+    for (int s = 0; s < STAGES; ++s) {
+        k.init_full(s, KV8 ? 4 : 1);
+        v.init_full(s, KV8 ? 4 : 1);
+        if (KV8) {
+            raw_k.init_full(s, 1);   // the TMA's bytes
+            raw_v.init_full(s, 1);
+            raw_k.init_empty(s, 4);  // each producer warp, after its reads
+            raw_v.init_empty(s, 4);
         }
-        epilogue(p, maps, smem, cw, w, o, rs, q0, sl2, KV8 && p.v_descale ? kv_descale(p.v_descale) : 1.f);
+        k.init_empty(s, 4 * CONSUMERS);
+        v.init_empty(s, 4 * CONSUMERS);
     }
-    if (STAGE_O && tid == 0) bulk_wait_read<0>();  // the last store has read its source
-    if (PINGPONG && cw == 0) bar_sync(1, 256);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
-sdpa_hopper(const __grid_constant__ SdpaParams p, const __grid_constant__ HopperMaps maps) {
-    extern __shared__ __align__(1024) u8 smem_raw[];
-    const u32 smem = (smem_u32(smem_raw) + 1023) & ~1023u;
-    const int wg = threadIdx.x / 128;
-    if (threadIdx.x == 0) {
-        tma_prefetch(&maps.q);
-        tma_prefetch(&maps.k);
-        tma_prefetch(&maps.v);
-        if (STAGE_O) tma_prefetch(&maps.o);
-        mbar_init(smem + OFF_BAR + 8 * Q_FULL, 1);
-        mbar_init(smem + OFF_BAR + 8 * Q_EMPTY, 4 * CONSUMERS);
-        for (int s = 0; s < STAGES; ++s) {
-            // 16-bit: the TMA's one arrival; FP8-KV: each producer warp's, after its decode.
-            mbar_init(smem + OFF_BAR + 8 * (K_FULL + s), KV8 ? 4 : 1);
-            mbar_init(smem + OFF_BAR + 8 * (V_FULL + s), KV8 ? 4 : 1);
-            if (KV8) {
-                mbar_init(smem + OFF_BAR + 8 * (RK_FULL + s), 1);
-                mbar_init(smem + OFF_BAR + 8 * (RV_FULL + s), 1);
-                mbar_init(smem + OFF_BAR + 8 * (RK_EMPTY + s), 4);
-                mbar_init(smem + OFF_BAR + 8 * (RV_EMPTY + s), 4);
-            }
-            mbar_init(smem + OFF_BAR + 8 * (K_EMPTY + s), 4 * CONSUMERS);
-            mbar_init(smem + OFF_BAR + 8 * (V_EMPTY + s), 4 * CONSUMERS);
+// ---- GEMM policy: 16-bit wgmma, P.V accumulating into O --------------------------------
+struct Gemm16 {
+    static constexpr int ROW = 128;  // 64 16-bit columns per swizzled row
+    static constexpr int OB_REGS = 1, PV_PARTS = 1, PV_PART_BYTES = 0;
+    static constexpr bool QK_SPLIT = false;
+    typedef u32 PFrag[TILE_N / 16][4];
+    // FP8-KV: K's descale scales the scores, V's the output.
+    static constexpr bool V_DESCALE = KV8;
+    template <class Descale>
+    __device__ __forceinline__ static float score_scale(const SdpaParams& p, const Tile& w, const Descale& kv_descale) {
+        return KV8 && p.k_descale ? p.scale_log2 * kv_descale(p.k_descale) : p.scale_log2;
+    }
+    // S = Q.K^T: D / 16 k-steps, four per 64-column slab (+32 bytes each inside the 128-byte
+    // row), one chain.
+    template <bool SPLIT = false, class Lent>
+    __device__ __forceinline__ static void issue_qk(float (&s)[TILE_N / 2], Lent&, u32 q_tile, u32 k_tile) {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const u32 off = (kk % 4) * 32;
+            Wgmma<T, TILE_N>::template ss<0>(s, wgmma_desc_sw128(q_tile + (kk / 4) * Q_SLAB + off, 16, 1024),
+                                             wgmma_desc_sw128(k_tile + (kk / 4) * KV_SLAB + off, 16, 1024), kk > 0);
         }
+        wgmma_commit();
     }
-    __syncthreads();
-    griddep_setup_done();
-    if (wg == 0) {
-        setmaxnreg_dec<PRODUCER_REGS>();
-        if constexpr (KV8)
-            produce_kv8(p, maps, smem);
-        else if (threadIdx.x == 0)
-            produce(p, maps, smem);
-    } else {
-        setmaxnreg_inc<CONSUMER_REGS>();
-        consume(p, maps, smem, wg - 1);
+    // All of P is packed before the first P.V wgmma, so that none waits on a conversion.
+    __device__ __forceinline__ static void to_p(const float (&s)[TILE_N / 2], PFrag& pa) {
+#pragma unroll
+        for (int kk = 0; kk < TILE_N / 16; ++kk)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) pa[kk][i] = pack2<T>(s[8 * kk + 2 * i], s[8 * kk + 2 * i + 1]);
     }
+    __device__ __forceinline__ static float (&pv_acc(float (&o)[D / 2], float (&)[OB_REGS]))[D / 2] { return o; }
+    // O += P.V: P's accumulator fragments are the A fragments of the k16 steps; V is read
+    // MN-major, 16 key rows (2048 bytes) per step.
+    __device__ __forceinline__ static void issue_pv(float (&o)[D / 2], const PFrag& pa, u32 v_tile) {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < TILE_N / 16; ++kk)
+            Wgmma<T, D>::template rs<1>(o, pa[kk], wgmma_desc_sw128(v_tile + kk * 16 * 128, KV_SLAB, 1024), 1);
+        wgmma_commit();
+    }
+    __device__ __forceinline__ static void rescale_o(float (&o)[D / 2], const float (&alpha)[2]) { rescale(o, alpha); }
+    __device__ __forceinline__ static void fold_pv(float (&)[D / 2], float (&)[OB_REGS], const float (&)[2], int) {}
+};
+}  // namespace hopper
+
+#include "hopper_consumer.cuh"
+
+namespace hopper {
+// Not forced inline, unlike the FP8 kernel's: the compiler's own inlining order is the one
+// this kernel's code was tuned (and SASS-checked) with.
+__device__ void consumer(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw) {
+    consume<Gemm16>(p, maps, smem, cw);
 }
+}  // namespace hopper
+
+#include "hopper_entry.cuh"

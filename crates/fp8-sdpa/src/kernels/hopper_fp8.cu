@@ -19,29 +19,13 @@
 // Shared memory (1024-byte aligned tiles): Q [SLABS][TILE_M][ROW], then per stage K and raw V
 // [SLABS][TILE_N][ROW] (ROW = 128 bytes, or 64 at D64, TMA-swizzled), Vt [ceil(TILE_N / 128)][D][128]
 // (128-byte swizzle), O (16-bit, hopper_parts.cuh) where it fits, the mbarriers.
-#include "types.cuh"
-#include "softmax.cuh"
-#include "sync.cuh"
-#include "tma.cuh"
-#include "wgmma.cuh"
+#include "hopper_knobs.cuh"
 #include "mma_sm80.cuh"
-#include "abi.cuh"
 
+namespace hopper {
 typedef SDPA_Q_T T;  // e4m3_t
 typedef SDPA_O_T OutT;
 
-constexpr int D = SDPA_HEAD_DIM;
-constexpr int TILE_N = SDPA_TILE_N;
-constexpr int STAGES = SDPA_STAGES;
-constexpr int CONSUMERS = SDPA_WARPS / 4 - 1;
-constexpr int TILE_M = SDPA_TILE_M;
-constexpr int THREADS = SDPA_WARPS * 32;
-constexpr bool OVERLAP = SDPA_OVERLAP;
-constexpr bool PINGPONG = SDPA_PINGPONG && CONSUMERS == 2;
-#ifndef SDPA_VARLEN
-#define SDPA_VARLEN 0
-#endif
-constexpr bool VARLEN = SDPA_VARLEN != 0;  // packed sequences (abi.cuh), cut out by the scheduler
 static_assert(Same<T, e4m3_t>::value && Same<SDPA_KV_T, e4m3_t>::value, "E4M3 Q, K and V");
 static_assert(TILE_M == 64 * CONSUMERS && (TILE_N == 64 || TILE_N % 128 == 0) && TILE_N <= 256, "tile shape");
 
@@ -56,10 +40,11 @@ enum : u32 { Q_FULL = 0, Q_EMPTY = 1, K_FULL = 2, K_EMPTY = K_FULL + STAGES, R_F
              R_EMPTY = R_FULL + STAGES, V_FULL = R_EMPTY + STAGES, V_EMPTY = V_FULL + STAGES,
              N_BARS = V_EMPTY + STAGES };
 constexpr u32 OFF_K = Q_BYTES, OFF_R = OFF_K + STAGES * KV_BYTES, OFF_V = OFF_R + STAGES * KV_BYTES;
-constexpr u32 RING_END = OFF_V + STAGES * VT_BYTES, O_BYTES = TILE_M * D * 2;
+constexpr u32 RING_END = OFF_V + STAGES * VT_BYTES;
 // Not for varlen calls (hopper_parts.cuh's epilogue): their layout keeps the space, unused.
 constexpr bool O_FITS = RING_END + O_BYTES + 8 * N_BARS + 1024 <= 232448, STAGE_O = O_FITS && !VARLEN;
 constexpr u32 OFF_O = RING_END, OFF_BAR = RING_END + (O_FITS ? O_BYTES : 0);
+constexpr bool RING_BARS_OUTLINED = false;  // hopper_ring.cuh says why
 static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 
 // The producer warpgroup transposes with unrolled units, so it keeps 40 registers
@@ -67,15 +52,21 @@ static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match
 constexpr int PRODUCER_REGS = 40;
 // setmaxnreg moves registers within the block's launch allocation (65536 / THREADS per
 // thread, rounded down to 8, for each of its warpgroups): an inc past it waits forever.
-constexpr int POOL = 65536 / THREADS / 8 * 8 * (THREADS / 128);
 constexpr int CONSUMER_REGS_RAW = (POOL - PRODUCER_REGS) / CONSUMERS / 8 * 8;
 constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
 constexpr float P_SHIFT = 8.f;  // E4M3 P in (0, 256]
 
-#include "hopper_parts.cuh"
+}  // namespace hopper
 
-__device__ __forceinline__ u32 bar_at(u32 smem, u32 id, u32 use) { return smem + OFF_BAR + 8 * (id + use % STAGES); }
-__device__ __forceinline__ u32 phase_of(u32 use) { return (use / STAGES) & 1; }
+#include "hopper_parts.cuh"
+#include "hopper_ring.cuh"
+
+namespace hopper {
+typedef Ring<Q_FULL, Q_EMPTY, 0, Q_BYTES, 1> QRing;
+typedef Ring<K_FULL, K_EMPTY, OFF_K, KV_BYTES> KRing;
+typedef Ring<R_FULL, R_EMPTY, OFF_R, KV_BYTES> RawVRing;  // V as loaded
+typedef Ring<V_FULL, V_EMPTY, OFF_V, VT_BYTES> VRing;     // Vt, transposed by the producer
+
 
 // ---- producer: the V transpose ------------------------------------------------------------
 // Raw V (keys x D) of ring use `u` into Vt (D x keys, P's key order). Unit = 32 keys x 16
@@ -90,9 +81,11 @@ __device__ __forceinline__ u32 phase_of(u32 use) { return (use / STAGES) & 1; }
 // per unit; perf-notes: full FP8 on Hopper, the instructions per key block).
 __device__ __forceinline__ void transpose_v(u32 smem, u32 u) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    mbar_wait(bar_at(smem, R_FULL, u), phase_of(u));
-    mbar_wait(bar_at(smem, V_EMPTY, u), phase_of(u) ^ 1);
-    const u32 raw = smem + OFF_R + (u % STAGES) * KV_BYTES, vt = smem + OFF_V + (u % STAGES) * VT_BYTES;
+    const RawVRing raw_v{smem};
+    const VRing vt_ring{smem};
+    raw_v.wait_full(u);
+    vt_ring.wait_empty(u);
+    const u32 raw = raw_v.tile(u), vt = vt_ring.tile(u);
     constexpr int CPR = ROW / 16;  // 16-byte chunks per raw row
     // Source row key_l + 32 kb (same swizzle for every kb), chunk c: (warp | 4ci % CPR) in the row.
     const int key_l = 16 * ((lane % 8) / 4) + 2 * (lane % 4) + (lane / 8 & 1) + 8 * (lane / 16);
@@ -119,10 +112,10 @@ __device__ __forceinline__ void transpose_v(u32 smem, u32 u) {
         }
     // Vt is read by wgmma (the async proxy): every writer fences its own stores and arrives.
     fence_proxy_async_shared();
-    mbar_arrive(bar_at(smem, V_FULL, u));
+    mbar_arrive(vt_ring.full(u));
     // The raw tile's reads are done (their values are in the words stored above).
     __syncwarp();
-    if (lane == 0) mbar_arrive(bar_at(smem, R_EMPTY, u));
+    if (lane == 0) mbar_arrive(raw_v.empty(u));
 }
 
 // ---- producer: copies by one thread, the transpose of the block before by all four warps ----
@@ -130,34 +123,24 @@ __device__ __forceinline__ void produce(const SdpaParams& p, const HopperMaps& m
     Scheduler sched(p);
     const int group = p.heads_q / p.heads_kv;
     const bool issuer = threadIdx.x == 0;
-    auto bar = [&](u32 id) { return smem + OFF_BAR + 8 * id; };
-    u32 it = 0, t_local = 0;
+    const QRing q{smem};
+    const KRing k{smem};
+    const RawVRing raw_v{smem};
+    u32 it = 0, t_local = 0;  // ring uses, live tiles so far
     for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x) {
         Tile w = sched.at(p, t);
         if (!w.live()) continue;
         const int hkv = w.hq / group;
         if (issuer) {
-            mbar_wait(bar(Q_EMPTY), (t_local++ & 1) ^ 1);  // t_local: live tiles so far
-            mbar_arrive_expect_tx(bar(Q_FULL), Q_BYTES);
-#pragma unroll
-            for (int s = 0; s < SLABS; ++s)
-                tma_load_4d(smem + s * Q_SLAB, &maps.q, bar(Q_FULL), ROW * s, w.q_off + w.m_block * TILE_M, w.hq, w.bc);
+            q.acquire(t_local++, Q_BYTES);
+            tma_fill<SLABS, Q_SLAB, ROW>(q.buffer(), &maps.q, w.q_off + w.m_block * TILE_M, w.hq, w.bc);
         }
         for (int j = w.n_blocks - 1; j >= 0; --j, ++it) {
             if (issuer) {
-                const u32 st = it % STAGES, ph = phase_of(it);
-                mbar_wait(bar(K_EMPTY + st), ph ^ 1);
-                mbar_arrive_expect_tx(bar(K_FULL + st), KV_BYTES);
-#pragma unroll
-                for (int s = 0; s < SLABS; ++s)
-                    tma_load_4d(smem + OFF_K + st * KV_BYTES + s * KV_SLAB, &maps.k, bar(K_FULL + st), ROW * s,
-                                w.k_off + j * TILE_N, hkv, w.bc);
-                mbar_wait(bar(R_EMPTY + st), ph ^ 1);
-                mbar_arrive_expect_tx(bar(R_FULL + st), KV_BYTES);
-#pragma unroll
-                for (int s = 0; s < SLABS; ++s)
-                    tma_load_4d(smem + OFF_R + st * KV_BYTES + s * KV_SLAB, &maps.v, bar(R_FULL + st), ROW * s,
-                                w.k_off + j * TILE_N, hkv, w.bc);
+                k.acquire(it, KV_BYTES);
+                tma_fill<SLABS, KV_SLAB, ROW>(k.buffer(it), &maps.k, w.k_off + j * TILE_N, hkv, w.bc);
+                raw_v.acquire(it, KV_BYTES);
+                tma_fill<SLABS, KV_SLAB, ROW>(raw_v.buffer(it), &maps.v, w.k_off + j * TILE_N, hkv, w.bc);
             }
             __syncwarp();
             if (it > 0) transpose_v(smem, it - 1);
@@ -166,7 +149,21 @@ __device__ __forceinline__ void produce(const SdpaParams& p, const HopperMaps& m
     if (it > 0) transpose_v(smem, it - 1);
 }
 
-// ---- consumer: the two GEMMs and the E4M3 P --------------------------------------------------
+// ---- GEMM policy: 8-bit wgmma, split S, E4M3 P, P.V added to O in fp32 -------------------
+// The 8-bit wgmma's additions keep 13 bits below the largest exponent among a step's products
+// and the accumulator, truncated (a CPU model, example `wgmma_accumulation`, reproduces the
+// LSE errors verify measured to three digits): on rows of x30 outliers one chain of eight
+// k-steps (D256) or four (D128) missed verify's bounds. So from D128 S = Q.K^T runs as two
+// chains of D / 64 steps, added in fp32, and each key block's P.V goes to its own accumulator
+// OB, added to O in fp32 (with O as the accumulator, O drifts by several % over a long row's
+// hundreds of blocks). At D256 an accumulator for all of D does not fit beside O (128 + 128
+// of 232 registers), so P.V runs in column halves of 128, each added to O before the next.
+constexpr bool QK_SPLIT = D >= 128;
+constexpr int PV_PARTS = D > 128 ? 2 : 1, DP = D / PV_PARTS;
+static_assert(D < 256 || TILE_N == 64, "D256's split S needs the 64-key tile");
+static_assert(!(OVERLAP && QK_SPLIT) || TILE_N == DP, "the overlapped split S borrows OB: tile_n must be D");
+static_assert(!OVERLAP || PV_PARTS == 1, "D256 needs the sequential consumer");
+
 // S = Q.K^T over k32 steps [K0, K1) of 32 bytes inside the swizzled rows, slab by slab, for
 // N keys from k_tile.
 template <int N, int K0, int K1>
@@ -179,210 +176,107 @@ __device__ __forceinline__ void qk_steps(float (&s)[N / 2], u32 q_tile, u32 k_ti
                                     wgmma_desc(k_tile + slab * KV_SLAB + off, 16, ATOM, LAYOUT), kk > K0);
     }
 }
-// The 8-bit wgmma's additions keep 13 bits below the largest exponent among a step's products
-// and the accumulator, truncated (a CPU model, example `wgmma_accumulation`, reproduces the
-// LSE errors verify measured to three digits): on rows of x30 outliers one chain of eight
-// k-steps (D256) or four (D128) missed verify's bounds. So from D128 S = Q.K^T runs as two
-// chains of D / 64 steps, added in fp32.
-constexpr bool QK_SPLIT = D >= 128;
-static_assert(D < 256 || TILE_N == 64, "D256's split S needs the 64-key tile");
-// S = Q.K^T into s. Split, the second chain accumulates in registers the caller lends (t),
-// S is joined, and it is complete on return; unsplit, S is committed. The overlapped consumer
-// has no 64 registers to spare beside OB(j): it lends OB, free until P.V(j) is issued, so S
-// completes before P.V(j) is issued (5-9 % of the D128 speed; slower alternatives: docs/
-// results/2026-11-26-round31). SPLIT is a parameter so that a call site that cannot split
-// (the overlapped one, compiled but never run at D256) discards the branch.
-template <bool SPLIT = QK_SPLIT, class Lent>
-__device__ __forceinline__ void issue_qk(float (&s)[TILE_N / 2], Lent& t, u32 q_tile, u32 k_tile) {
-    wgmma_fence();
-    if constexpr (SPLIT) {
-        qk_steps<TILE_N, 0, D / 64>(s, q_tile, k_tile);
-        qk_steps<TILE_N, D / 64, D / 32>(t, q_tile, k_tile);
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_hold(s);
-        wgmma_hold(t);
-#pragma unroll
-        for (int i = 0; i < TILE_N / 2; ++i) s[i] += t[i];
-    } else {
-        qk_steps<TILE_N, 0, D / 32>(s, q_tile, k_tile);
-        wgmma_commit();
-    }
-}
-// OB = P.V of one key block: Vt is K-major (keys contiguous), 128 keys per slab, a k32 step
-// +32 bytes. The block's product goes to its own accumulator, added to O in fp32: with O as
-// the accumulator, the 8-bit additions (above) drift O by several % over a long row's hundreds
-// of blocks. At D256 an accumulator for all of D does not fit beside O (128 + 128 of 232
-// registers), so P.V runs in column halves of 128, each added to O before the next is issued.
-constexpr int PV_PARTS = D > 128 ? 2 : 1, DP = D / PV_PARTS;
-static_assert(!(OVERLAP && QK_SPLIT) || TILE_N == DP, "the overlapped split S borrows OB: tile_n must be D");
-static_assert(!OVERLAP || PV_PARTS == 1, "D256 needs the sequential consumer");
-__device__ __forceinline__ void issue_pv(float (&ob)[DP / 2], const u32 (&pa)[TILE_N / 32][4], u32 vt) {
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < TILE_N / 32; ++kk)
-        Wgmma<T, DP>::template rs<0>(ob, pa[kk], wgmma_desc(vt + (kk / 4) * VT_SLAB + (kk % 4) * 32, 16, 1024, 1),
-                                     kk > 0);
-    wgmma_commit();
-}
-// O = O * alpha + OB over columns [DP part, DP (part + 1)): accumulator register i of an
-// N = DP wgmma is register DP / 2 * part + i of the full-width layout. One FFMA per element;
-// the overlapped consumer passes the alpha of OB's own block (kept from the softmax before).
-__device__ __forceinline__ void scale_add_part(float (&o)[D / 2], const float (&ob)[DP / 2], const float (&alpha)[2],
-                                               int part) {
-#pragma unroll
-    for (int i = 0; i < DP / 2; ++i) {
-        float& x = o[DP / 2 * part + i];
-        x = fmaf(x, alpha[(i >> 1) & 1], ob[i]);
-    }
-}
 __device__ __forceinline__ u32 e4m3x4(float a, float b, float c, float d) {
     return u32(float2_to_e4m3x2(a, b)) | (u32(float2_to_e4m3x2(c, d)) << 16);
 }
-// P to E4M3 A fragments in Vt's key order: of each 16-key group (s[8j .. 8j + 7] of rows g,
-// g + 8), keys 2t, 2t + 1 are s[8j + 0, 1] (row g) and s[8j + 2, 3] (row g + 8), keys 2t + 8,
-// 2t + 9 are s[8j + 4, 5] and s[8j + 6, 7].
-__device__ __forceinline__ void to_p(const float (&s)[TILE_N / 2], u32 (&pa)[TILE_N / 32][4]) {
-#pragma unroll
-    for (int kk = 0; kk < TILE_N / 32; ++kk)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const float* x = &s[16 * kk + 8 * h];
-            pa[kk][2 * h] = e4m3x4(x[0], x[1], x[4], x[5]);
-            pa[kk][2 * h + 1] = e4m3x4(x[2], x[3], x[6], x[7]);
-        }
-}
 
-__device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw) {
-    Scheduler sched(p);
-    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
-    const u32 q_tile = smem + cw * 64 * ROW;
-    u32 it = 0, t_local = 0;
-    if (PINGPONG && cw == 1) bar_arrive(1, 256);
-    for (int t = blockIdx.x; t < sched.tiles; t += gridDim.x) {
-        Tile w = sched.at(p, t);
-        if (!w.live()) continue;
-        const int q0 = w.m_block * TILE_M + cw * 64 + 16 * warp + g;
-        // The kv head, computed where it is needed rather than held across the key loop.
-        auto kv_head = [&] { return w.hq / (p.heads_q / p.heads_kv); };
-        // Descales: Q's and K's scale the scores, V's the output (at the epilogue).
+struct GemmFp8 {
+    static constexpr int ROW = hopper::ROW;
+    static constexpr int OB_REGS = DP / 2, PV_PARTS = hopper::PV_PARTS, PV_PART_BYTES = DP * 128;
+    static constexpr bool QK_SPLIT = hopper::QK_SPLIT;
+    typedef u32 PFrag[TILE_N / 32][4];
+    // Q's and K's descales scale the scores, V's the output.
+    static constexpr bool V_DESCALE = true;
+    template <class Descale>
+    __device__ __forceinline__ static float score_scale(const SdpaParams& p, const Tile& w, const Descale& kv_descale) {
         const float qd = p.q_descale ? p.q_descale[w.b * p.q_descale_stride_b + w.hq] : 1.f;
-        const float kd = p.k_descale ? p.k_descale[w.b * p.kv_descale_stride_b + kv_head()] : 1.f;
-        const float sl2 = p.scale_log2 * qd * kd;
-        float o[D / 2];
-#pragma unroll
-        for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-        RowState rs = {{-SDPA_INF, -SDPA_INF}, {0.f, 0.f}};
-        mbar_wait(smem + OFF_BAR + 8 * Q_FULL, t_local++ & 1);
-        if (w.n_blocks == 0 && lane == 0) mbar_arrive(smem + OFF_BAR + 8 * Q_EMPTY);
-        auto release_k = [&](u32 use, int j) {
-            if (lane == 0) {
-                mbar_arrive(bar_at(smem, K_EMPTY, use));
-                if (j == 0) mbar_arrive(smem + OFF_BAR + 8 * Q_EMPTY);
-            }
-        };
-        auto k_tile = [&](u32 use) { return smem + OFF_K + (use % STAGES) * KV_BYTES; };
-        auto v_tile = [&](u32 use) { return smem + OFF_V + (use % STAGES) * VT_BYTES; };
-        float s[TILE_N / 2], alpha[2], ob[DP / 2];
-        u32 pa[TILE_N / 32][4];
-        auto scores = [&](u32 u, int j) {
-            mbar_wait(bar_at(smem, K_FULL, u), phase_of(u));
-            turn_wait(cw);
-            float s2[TILE_N / 2];  // the split S's second chain (unused unsplit)
-            issue_qk(s, s2, q_tile, k_tile(u));
-            turn_pass(cw);
+        const float kd = p.k_descale ? kv_descale(p.k_descale) : 1.f;
+        return p.scale_log2 * qd * kd;
+    }
+    // Split, the second chain accumulates in the registers the caller lends (t). The overlapped
+    // consumer has no 64 registers to spare beside OB(j): it lends OB, free until P.V(j) is
+    // issued, so S completes before P.V(j) is issued (5-9 % of the D128 speed; slower
+    // alternatives: docs/results/2026-11-26-round31). SPLIT is a parameter so that a call site
+    // that cannot split (the overlapped one, compiled but never run at D256) discards the branch.
+    template <bool SPLIT = QK_SPLIT, class Lent>
+    __device__ __forceinline__ static void issue_qk(float (&s)[TILE_N / 2], Lent& t, u32 q_tile, u32 k_tile) {
+        wgmma_fence();
+        if constexpr (SPLIT) {
+            qk_steps<TILE_N, 0, D / 64>(s, q_tile, k_tile);
+            qk_steps<TILE_N, D / 64, D / 32>(t, q_tile, k_tile);
+            wgmma_commit();
             wgmma_wait<0>();
             wgmma_hold(s);
-            release_k(u, j);
-            mask_block(s, j, w, cw, q0, t4, p);
-            softmax_step(s, rs, alpha, sl2);
-        };
-        // The sequential consumer: O = O * alpha + P.V, a half of D at a time at D256.
-        auto values = [&](u32 u, const float (&a)[2]) {
-            mbar_wait(bar_at(smem, V_FULL, u), phase_of(u));
+            wgmma_hold(t);
 #pragma unroll
-            for (int part = 0; part < PV_PARTS; ++part) {
-                turn_wait(cw);
-                issue_pv(ob, pa, v_tile(u) + part * DP * 128);
-                turn_pass(cw);
-                wgmma_wait<0>();
-                wgmma_hold(ob);
-                if (part == PV_PARTS - 1 && lane == 0) mbar_arrive(bar_at(smem, V_EMPTY, u));
-                scale_add_part(o, ob, a, part);
-            }
-        };
-        if (w.n_blocks > 0 && OVERLAP) {
-            // softmax(j) while P.V(j + 1) runs, as in hopper.cu. O joins block j + 1's P.V at
-            // that block's max, O = O * alpha(j + 1) + OB: one FFMA per element (O = (O + OB) *
-            // alpha(j) took two), so block j's alpha waits a turn in `pend`.
-            int j = w.n_blocks - 1;
-            float pend[2] = {0.f, 0.f};  // O is empty before the first block
-            scores(it, j);
-            to_p(s, pa);
-            for (--j; j >= 0; --j, ++it) {
-                mbar_wait(bar_at(smem, K_FULL, it + 1), phase_of(it + 1));
-                turn_wait(cw);
-                issue_qk<QK_SPLIT && OVERLAP>(s, ob, q_tile, k_tile(it + 1));
-                mbar_wait(bar_at(smem, V_FULL, it), phase_of(it));
-                issue_pv(ob, pa, v_tile(it));
-                turn_pass(cw);
-                wgmma_wait<1>();
-                wgmma_hold(s);
-                release_k(it + 1, j);
-                mask_block(s, j, w, cw, q0, t4, p);
-                softmax_step(s, rs, alpha, sl2);
-                wgmma_wait<0>();
-                wgmma_hold(ob);
-                if (lane == 0) mbar_arrive(bar_at(smem, V_EMPTY, it));
-                scale_add_part(o, ob, pend, 0);
-                pend[0] = alpha[0];
-                pend[1] = alpha[1];
-                to_p(s, pa);
-            }
-            values(it++, pend);
+            for (int i = 0; i < TILE_N / 2; ++i) s[i] += t[i];
         } else {
-            for (int j = w.n_blocks - 1; j >= 0; --j, ++it) {
-                scores(it, j);
-                to_p(s, pa);
-                values(it, alpha);
+            qk_steps<TILE_N, 0, D / 32>(s, q_tile, k_tile);
+            wgmma_commit();
+        }
+    }
+    // P to E4M3 A fragments in Vt's key order: of each 16-key group (s[8j .. 8j + 7] of rows g,
+    // g + 8), keys 2t, 2t + 1 are s[8j + 0, 1] (row g) and s[8j + 2, 3] (row g + 8), keys 2t + 8,
+    // 2t + 9 are s[8j + 4, 5] and s[8j + 6, 7].
+    __device__ __forceinline__ static void to_p(const float (&s)[TILE_N / 2], PFrag& pa) {
+#pragma unroll
+        for (int kk = 0; kk < TILE_N / 32; ++kk)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const float* x = &s[16 * kk + 8 * h];
+                pa[kk][2 * h] = e4m3x4(x[0], x[1], x[4], x[5]);
+                pa[kk][2 * h + 1] = e4m3x4(x[2], x[3], x[6], x[7]);
             }
-        }
-        // V's descale is read here rather than held across the key loop (no register to spare).
-        const float vd = p.v_descale ? p.v_descale[w.b * p.kv_descale_stride_b + kv_head()] : 1.f;
-        epilogue(p, maps, smem, cw, w, o, rs, q0, sl2, vd);
     }
-    if (STAGE_O && tid == 0) bulk_wait_read<0>();
-    if (PINGPONG && cw == 0) bar_sync(1, 256);
-}
+    __device__ __forceinline__ static float (&pv_acc(float (&)[D / 2], float (&ob)[OB_REGS]))[OB_REGS] { return ob; }
+    // OB = P.V of one key block (a DP-column part): Vt is K-major (keys contiguous), 128 keys
+    // per slab, a k32 step +32 bytes.
+    __device__ __forceinline__ static void issue_pv(float (&ob)[DP / 2], const PFrag& pa, u32 vt) {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < TILE_N / 32; ++kk)
+            Wgmma<T, DP>::template rs<0>(ob, pa[kk], wgmma_desc(vt + (kk / 4) * VT_SLAB + (kk % 4) * 32, 16, 1024, 1),
+                                         kk > 0);
+        wgmma_commit();
+    }
+    __device__ __forceinline__ static void rescale_o(float (&)[D / 2], const float (&)[2]) {}
+    // O = O * alpha + OB over columns [DP part, DP (part + 1)): accumulator register i of an
+    // N = DP wgmma is register DP / 2 * part + i of the full-width layout. One FFMA per element
+    // (O = (O + OB) * alpha(j) took two), so the overlapped consumer passes the alpha of OB's
+    // own block, kept from the softmax before.
+    __device__ __forceinline__ static void fold_pv(float (&o)[D / 2], const float (&ob)[DP / 2], const float (&alpha)[2],
+                                                   int part) {
+#pragma unroll
+        for (int i = 0; i < DP / 2; ++i) {
+            float& x = o[DP / 2 * part + i];
+            x = fmaf(x, alpha[(i >> 1) & 1], ob[i]);
+        }
+    }
+};
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
-sdpa_hopper(const __grid_constant__ SdpaParams p, const __grid_constant__ HopperMaps maps) {
-    extern __shared__ __align__(1024) u8 smem_raw[];
-    const u32 smem = (smem_u32(smem_raw) + 1023) & ~1023u;
-    const int wg = threadIdx.x / 128;
-    if (threadIdx.x == 0) {
-        tma_prefetch(&maps.q);
-        tma_prefetch(&maps.k);
-        tma_prefetch(&maps.v);
-        if (STAGE_O) tma_prefetch(&maps.o);
-        mbar_init(smem + OFF_BAR + 8 * Q_FULL, 1);
-        mbar_init(smem + OFF_BAR + 8 * Q_EMPTY, 4 * CONSUMERS);
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(smem + OFF_BAR + 8 * (K_FULL + s), 1);
-            mbar_init(smem + OFF_BAR + 8 * (R_FULL + s), 1);
-            mbar_init(smem + OFF_BAR + 8 * (R_EMPTY + s), 4);
-            mbar_init(smem + OFF_BAR + 8 * (V_FULL + s), 128);
-            mbar_init(smem + OFF_BAR + 8 * (K_EMPTY + s), 4 * CONSUMERS);
-            mbar_init(smem + OFF_BAR + 8 * (V_EMPTY + s), 4 * CONSUMERS);
-        }
-    }
-    __syncthreads();
-    griddep_setup_done();
-    if (wg == 0) {
-        setmaxnreg_dec<PRODUCER_REGS>();
-        produce(p, maps, smem);
-    } else {
-        setmaxnreg_inc<CONSUMER_REGS>();
-        consume(p, maps, smem, wg - 1);
+// The barriers' arrivals (Q's: hopper_block.cuh): K and raw V complete on the TMA's bytes, Vt
+// on every producer thread's transpose; EMPTY on each reader warp's arrival.
+__device__ __forceinline__ void init_rings(u32 smem) {
+    const KRing k{smem};
+    const RawVRing raw_v{smem};
+    const VRing v{smem};
+    for (int s = 0; s < STAGES; ++s) {
+        k.init_full(s, 1);
+        raw_v.init_full(s, 1);
+        raw_v.init_empty(s, 4);
+        v.init_full(s, 128);
+        k.init_empty(s, 4 * CONSUMERS);
+        v.init_empty(s, 4 * CONSUMERS);
     }
 }
+}  // namespace hopper
+
+#include "hopper_consumer.cuh"
+
+namespace hopper {
+__device__ __forceinline__ void consumer(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw) {
+    consume<GemmFp8>(p, maps, smem, cw);
+}
+}  // namespace hopper
+
+#include "hopper_entry.cuh"

@@ -1,17 +1,15 @@
 // The Hopper kernels' shared parts (hopper.cu for 16-bit Q/K/V, hopper_fp8.cu for E4M3): the
 // tensor maps, the work-tile scheduler, the online softmax over wgmma accumulators, masking,
 // the ping-pong turns and the epilogue. The including kernel defines, before including:
-//   T (Q/K/V element type), OutT (16-bit output), D, TILE_M, TILE_N, PINGPONG, VARLEN
-//   (SDPA_VARLEN), and the O staging layout: STAGE_O (never for varlen calls) and OFF_O (O in 64-column slabs of TILE_M rows x 128 bytes);
+//   T (Q/K/V element type), OutT (16-bit output), and the O staging layout: STAGE_O (never
+//   for varlen calls) and OFF_O (O in 64-column slabs of TILE_M rows x 128 bytes);
 //   P_SHIFT: P is computed as exp2(s - m + P_SHIFT), so up to 2^P_SHIFT (0 for 16-bit P; 8 for
 //   E4M3 P, whose range reaches 448, so small probabilities keep more precision); O / l and
 //   the log-sum-exp correct for it.
 #pragma once
-#include "types.cuh"
-#include "sync.cuh"
-#include "tma.cuh"
-#include "abi.cuh"
+#include "hopper_knobs.cuh"
 
+namespace hopper {
 constexpr u32 O_SLAB = TILE_M * 128;  // one 64-column slab of the staged O tile
 constexpr int O_SLABS = D / 64;
 
@@ -32,7 +30,6 @@ struct Tile {
     int n_q, n_k, q_off, k_off, bc;
     __device__ bool live() const { return !VARLEN || m_block * TILE_M < n_q; }
 };
-
 
 struct Scheduler {
     int m_blocks, heads, tiles, section;
@@ -79,6 +76,12 @@ struct Scheduler {
         return w;
     }
 };
+
+// A per-(batch, kv head) descale of tile w (E4M3 K or V), read where it is needed rather than
+// held across the key loop (no register to spare).
+__device__ __forceinline__ float kv_descale(const SdpaParams& p, const Tile& w, const float* d) {
+    return d[w.b * p.kv_descale_stride_b + w.hq / (p.heads_q / p.heads_kv)];
+}
 
 // A block's ring uses in order, one at a time: key block j of its tile t, each tile's blocks
 // from the last to the first, as the producer and consumers walk them (two registers).
@@ -184,12 +187,12 @@ __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&alpha)[
         for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e >> 1];
 }
 
-// Ping-pong: the two consumer warpgroups take turns issuing their GEMMs (named barriers 1
-// and 2, 256 threads), so that one's softmax runs while the other's GEMMs hold the tensor
-// cores. Warpgroup 1 hands the first turn to warpgroup 0 at the start and warpgroup 0 takes
-// the last hand-over at the end, so every arrival is matched.
-__device__ __forceinline__ void turn_wait(int cw) { if (PINGPONG) bar_sync(1 + cw, 256); }
-__device__ __forceinline__ void turn_pass(int cw) { if (PINGPONG) bar_arrive(2 - cw, 256); }
+// Ping-pong: the two consumer warpgroups take turns issuing their GEMMs (TURN_0 / TURN_1, 256
+// threads), so that one's softmax runs while the other's GEMMs hold the tensor cores.
+// Warpgroup 1 hands the first turn to warpgroup 0 at the start and warpgroup 0 takes the last
+// hand-over at the end (hopper_block.cuh), so every arrival is matched.
+__device__ __forceinline__ void turn_wait(int cw) { if (PINGPONG) bar_sync(TURN_0 + cw, 256); }
+__device__ __forceinline__ void turn_pass(int cw) { if (PINGPONG) bar_arrive(TURN_1 - cw, 256); }
 
 // ---- epilogue ----------------------------------------------------------------------------
 // O * o_scale / l and the log-sum-exp of one warpgroup's 64 rows (sl2: the scores' scale, the
@@ -210,7 +213,7 @@ __device__ __forceinline__ void epilogue(const SdpaParams& p, const HopperMaps& 
     if (VARLEN) seq_span(p.cu_seqlens_q, w.b, p.total_q, q_off, n_q);
     if (STAGE_O) {
         if (tid == 0) bulk_wait_read<0>();
-        bar_sync(3 + cw, 128);
+        bar_sync(O_STAGED_0 + cw, 128);
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -242,7 +245,7 @@ __device__ __forceinline__ void epilogue(const SdpaParams& p, const HopperMaps& 
     }
     if (STAGE_O) {
         fence_proxy_async_shared();
-        bar_sync(3 + cw, 128);
+        bar_sync(O_STAGED_0 + cw, 128);
         if (tid == 0) {
 #pragma unroll
             for (int s = 0; s < O_SLABS; ++s)
@@ -251,4 +254,4 @@ __device__ __forceinline__ void epilogue(const SdpaParams& p, const HopperMaps& 
         }
     }
 }
-
+}  // namespace hopper

@@ -20,8 +20,8 @@ pub struct KernelSource {
 /// softmax pieces, the `mma.sync` family's primitives, barriers, TMA, `wgmma` (with its
 /// generated per-N wrappers), the Hopper kernels' shared parts, `prims.cuh` (all of them, for the portable family) and the
 /// parameter block.
-/// The portable and decode families' steps are headers of their own (`portable_*.cuh`,
-/// `decode_*.cuh`).
+/// The families' steps are headers of their own (`portable_*.cuh`, `decode_*.cuh`,
+/// `hopper_*.cuh`).
 pub const HEADERS: &[(&str, &str)] = &[
     ("types.cuh", include_str!("types.cuh")),
     ("softmax.cuh", include_str!("softmax.cuh")),
@@ -31,6 +31,10 @@ pub const HEADERS: &[(&str, &str)] = &[
     ("wgmma.cuh", include_str!("wgmma.cuh")),
     ("wgmma_ops.cuh", include_str!("wgmma_ops.cuh")),
     ("hopper_parts.cuh", include_str!("hopper_parts.cuh")),
+    ("hopper_knobs.cuh", include_str!("hopper_knobs.cuh")),
+    ("hopper_ring.cuh", include_str!("hopper_ring.cuh")),
+    ("hopper_consumer.cuh", include_str!("hopper_consumer.cuh")),
+    ("hopper_entry.cuh", include_str!("hopper_entry.cuh")),
     ("prims.cuh", include_str!("prims.cuh")),
     ("abi.cuh", include_str!("abi.cuh")),
     ("decode_mma.cuh", include_str!("decode_mma.cuh")),
