@@ -157,26 +157,8 @@ __device__ __forceinline__ void mask_block(float (&s)[TILE_N / 2], int j, const 
 __device__ __forceinline__ void softmax_step(float (&s)[TILE_N / 2], RowState& rs, float (&alpha)[2], float sl2) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        float mx = rs.m[r];
-#pragma unroll
-        for (int j = 0; j < TILE_N / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        // A row with no visible key so far keeps m = -inf; subtract 0 then, so exp2 gives 0.
-        const float ms = mx == -SDPA_INF ? 0.f : mx * sl2;
-        alpha[r] = exp2_fast(rs.m[r] * sl2 - ms);
-        const float shifted = ms - P_SHIFT;
-        rs.m[r] = mx;
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < TILE_N / 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                float& x = s[4 * j + 2 * r + e];
-                x = exp2_fast(fmaf(x, sl2, -shifted));
-                sum += x;
-            }
-        rs.l[r] = rs.l[r] * alpha[r] + sum;
+        const auto at = [&](int j, int e) -> float& { return s[4 * j + 2 * r + e]; };
+        alpha[r] = online_softmax_row_exact<TILE_N / 8, true>(at, rs.m[r], rs.l[r], sl2, P_SHIFT);
     }
 }
 
