@@ -20,6 +20,9 @@
 // completed. Phase bits follow the running use count of each barrier. FP8-KV: K_FULL and
 // V_FULL complete on one arrival per producer warp after its decode; the code stages have
 // RK_/RV_FULL (TMA bytes) and RK_/RV_EMPTY (one arrival per producer warp after its reads).
+//
+// This file: the layout, the producers and the 16-bit GEMM policy. The consumer loop is
+// hopper_consumer.cuh's, the entry hopper_entry.cuh's (both shared with hopper_fp8.cu).
 #include "hopper_knobs.cuh"
 
 namespace hopper {
@@ -43,33 +46,27 @@ enum : u32 { Q_FULL = 0, Q_EMPTY = 1, K_FULL = 2, K_EMPTY = K_FULL + STAGES,
              V_FULL = K_EMPTY + STAGES, V_EMPTY = V_FULL + STAGES, RK_FULL = V_EMPTY + STAGES,
              RK_EMPTY = RK_FULL + STAGES, RV_FULL = RK_EMPTY + STAGES, RV_EMPTY = RV_FULL + STAGES,
              N_BARS = V_EMPTY + STAGES + (KV8 ? 4 * STAGES : 0) };
-// O is staged in shared memory for a TMA store where the tile fits beside the ring (227 KB
-// per block; not D256's 80-key ring), else stored from registers.
 static_assert(sizeof(OutT) == 2, "16-bit output");
-constexpr u32 OFF_R = Q_BYTES + 2 * STAGES * KV_BYTES;  // FP8-KV codes: K then V, per stage
+constexpr u32 OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * KV_BYTES;
+constexpr u32 OFF_R = OFF_V + STAGES * KV_BYTES;  // FP8-KV codes: per stage K's, then V's
 constexpr u32 RING_END = OFF_R + 2 * STAGES * RAW_BYTES;
-// Not for varlen calls (hopper_parts.cuh's epilogue): their layout keeps the space, unused.
-constexpr bool O_FITS = RING_END + O_BYTES + 8 * N_BARS + 1024 <= 232448, STAGE_O = O_FITS && !VARLEN;
-constexpr u32 OFF_K = Q_BYTES, OFF_V = OFF_K + STAGES * KV_BYTES, OFF_O = RING_END;
-constexpr u32 OFF_BAR = RING_END + (O_FITS ? O_BYTES : 0);
+// O is staged in shared memory for a TMA store where the tile fits beside the rings (not
+// D256's 80-key ring), else stored from registers; never for varlen calls (hopper_parts.cuh's
+// epilogue), whose layout keeps the space, unused.
+constexpr bool O_FITS = RING_END + O_BYTES + 8 * N_BARS + SMEM_PAD <= SMEM_CAP, STAGE_O = O_FITS && !VARLEN;
+constexpr u32 OFF_O = RING_END, OFF_BAR = RING_END + (O_FITS ? O_BYTES : 0);
+static_assert(OFF_BAR + 8 * N_BARS + SMEM_PAD == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 constexpr bool RING_BARS_OUTLINED = true;  // hopper_ring.cuh says why
-// The host adds 1024 bytes so that the base can be rounded up to the swizzle period.
-static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 
 // Registers: the producer keeps 24; where its warps decode FP8-KV, 56 (64 at D128 for four
-// passes' codes in flight; less spilled), the consumers share the rest (multiples of 8, at
-// most 240; 224 or 216 with FP8-KV). D128 non-causal decodes two passes at a time at 56
-// (LEAN_DECODE): +1-9 % there (one row -2 %), while causal, whose short tiles wait more on
-// the decode, keeps four at 64 (3-7 % ahead; perf-notes: FP8-KV prefill on the Hopper family,
-// third design).
+// passes' codes in flight; less spilled), the consumers share the rest (224 or 216 with
+// FP8-KV). D128 non-causal decodes two passes at a time at 56 (LEAN_DECODE): +1-9 % there
+// (one row -2 %), while causal, whose short tiles wait more on the decode, keeps four at 64
+// (3-7 % ahead; perf-notes: FP8-KV prefill on the Hopper family, third design).
 constexpr bool LEAN_DECODE = D >= 128 && !SDPA_CAUSAL;
 constexpr int PRODUCER_REGS = !KV8 ? 24 : D >= 128 && !LEAN_DECODE ? 64 : 56;
-// setmaxnreg moves registers within the block's launch allocation (65536 / THREADS per
-// thread, rounded down to 8, for each of its warpgroups): an inc past it waits forever.
-constexpr int CONSUMER_REGS_RAW = (POOL - PRODUCER_REGS) / CONSUMERS / 8 * 8;
-constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
+constexpr int CONSUMER_REGS = consumer_regs(PRODUCER_REGS);
 constexpr float P_SHIFT = 0.f;  // 16-bit P: exp2(s - m) in (0, 1]
-
 }  // namespace hopper
 
 #include "hopper_parts.cuh"
@@ -198,16 +195,16 @@ __device__ void produce_kv8(const SdpaParams& p, const HopperMaps& maps, u32 sme
         ++copied;
     };
     // Use u of a 16-bit ring from its code ring.
-    auto decode = [&](u32 u, const auto& raw, const auto& ring) {
+    auto decode = [&](u32 u, const auto& codes, const auto& ring) {
         const u32 st = u % STAGES, ph = (u / STAGES) & 1;
-        mbar_wait(raw.full_at(st), ph);
+        mbar_wait(codes.full_at(st), ph);
         mbar_wait(ring.empty_at(st), ph ^ 1);
-        dec.run(raw.tile_at(st), ring.tile_at(st));
+        dec.run(codes.tile_at(st), ring.tile_at(st));
         fence_proxy_async_shared();
         __syncwarp();
         if (lane == 0) {
             mbar_arrive(ring.full_at(st));
-            mbar_arrive(raw.empty_at(st));
+            mbar_arrive(codes.empty_at(st));
         }
     };
     if (tid == 0)
@@ -234,7 +231,7 @@ __device__ __forceinline__ void produce(const SdpaParams& p, const HopperMaps& m
         produce_16(p, maps, smem);
 }
 
-// The barriers' arrivals (Q's: hopper_block.cuh). FULL: 16-bit K/V, the TMA's one; FP8-KV,
+// The barriers' arrivals (Q's: hopper_entry.cuh). FULL: 16-bit K/V, the TMA's one; FP8-KV,
 // each producer warp's after its decode. EMPTY: every consumer warp's after its wgmma.
 __device__ __forceinline__ void init_rings(u32 smem) {
     const KRing k{smem};
@@ -300,16 +297,7 @@ struct Gemm16 {
     __device__ __forceinline__ static void rescale_o(float (&o)[D / 2], const float (&alpha)[2]) { rescale(o, alpha); }
     __device__ __forceinline__ static void fold_pv(float (&)[D / 2], float (&)[OB_REGS], const float (&)[2], int) {}
 };
-}  // namespace hopper
-
-#include "hopper_consumer.cuh"
-
-namespace hopper {
-// Not forced inline, unlike the FP8 kernel's: the compiler's own inlining order is the one
-// this kernel's code was tuned (and SASS-checked) with.
-__device__ void consumer(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw) {
-    consume<Gemm16>(p, maps, smem, cw);
-}
+typedef Gemm16 Gemm;  // the consumers' (hopper_consumer.cuh)
 }  // namespace hopper
 
 #include "hopper_entry.cuh"

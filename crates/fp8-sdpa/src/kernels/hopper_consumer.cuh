@@ -1,20 +1,20 @@
-// The Hopper consumer warpgroups' loop over work tiles, written once over a GEMM policy. The
-// including kernel file defines QRing, KRing, VRing: the rings (hopper_ring.cuh) the
-// consumers read Q, K and V from.
+// The Hopper consumer warpgroups' loop over work tiles, written once over a GEMM policy
+// (hopper.cu's Gemm16, hopper_fp8.cu's GemmFp8). The including kernel file defines QRing,
+// KRing, VRing: the rings (hopper_ring.cuh) the consumers read Q, K and V from.
 //
-// A GEMM policy G (16-bit: hopper.cu's Gemm16; FP8: hopper_fp8.cu's GemmFp8) provides:
-//   ROW: bytes per swizzled row of a Q slab;
-//   PFrag: P's A fragments (registers); OB_REGS: its P.V accumulator's size where P.V does not
-//   accumulate into O itself (FP8 adds each block's P.V to O in fp32); PV_PARTS, PV_PART_BYTES:
-//   P.V in column parts (the V tile advances PV_PART_BYTES per part);
-//   score_scale(p, w), o_scale(p, w): the softmax's log2 scale (descales of Q and K folded in)
-//   and the epilogue's factor (V's descale);
-//   issue_qk<SPLIT>(s, lent, q, k): S = Q.K^T into s; with SPLIT a second chain accumulates in
-//   the lent registers and S is complete on return, else it is committed;
-//   to_p(s, pa): P (in s) into A fragments; pv_acc(o, ob): the registers P.V accumulates in;
-//   issue_pv(acc, pa, v): commits P.V; rescale_o(o, alpha): the online softmax's rescale of O
-//   before P.V adds to it (16-bit), fold_pv(o, ob, alpha, part): O = O * alpha + OB after it
-//   (FP8). The policy that does one leaves the other empty.
+// A GEMM policy G provides:
+//   ROW: bytes per swizzled row of a Q slab; PFrag: P's A fragments (registers);
+//   score_scale(p, w, kv_descale): the softmax's log2 scale, descales of Q and K folded in;
+//   V_DESCALE: V's descale scales the output;
+//   issue_qk<SPLIT>(s, lent, q, k): S = Q.K^T into s; with SPLIT (QK_SPLIT) a second chain
+//   accumulates in the lent registers and S is complete on return, else S is committed;
+//   to_p(s, pa): P (in s) into A fragments;
+//   pv_acc(o, ob): the registers P.V accumulates in: O itself (16-bit), or OB, OB_REGS
+//   registers of its own (FP8, added to O in fp32);
+//   issue_pv(acc, pa, v): commits P.V, in PV_PARTS column parts (v advances PV_PART_BYTES);
+//   rescale_o(o, alpha): O *= alpha before P.V adds to it (16-bit);
+//   fold_pv(o, ob, alpha, part): O = O * alpha + OB after it (FP8).
+//   A policy that folds leaves rescale_o empty, and the other way round.
 #pragma once
 #include "hopper_ring.cuh"
 
@@ -93,6 +93,7 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
             for (--j; j >= 0; --j, ++it) {
                 k_ring.wait_full(it + 1);
                 turn_wait(cw);
+                // A split S borrows OB: free until P.V(j + 1) is issued, just below.
                 G::template issue_qk<G::QK_SPLIT && OVERLAP>(s, ob, q_tile, k_ring.tile(it + 1));
                 v_ring.wait_full(it);
                 G::issue_pv(acc, pa, v_ring.tile(it));

@@ -3,7 +3,7 @@
 // defines:
 //   init_rings(smem): the mbarriers of its rings besides Q's (one thread);
 //   produce(p, maps, smem): the producer warpgroup's work (all of its threads enter);
-//   consumer(p, maps, smem, cw): consumer warpgroup cw's work (consume<its GEMM policy>);
+//   Gemm: the consumers' GEMM policy (hopper_consumer.cuh);
 //   QRing, PRODUCER_REGS, CONSUMER_REGS (setmaxnreg's counts for the two roles).
 #pragma once
 #include "hopper_consumer.cuh"
@@ -30,7 +30,7 @@ __device__ __forceinline__ void block(const SdpaParams& p, const HopperMaps& map
         produce(p, maps, smem);
     } else {
         setmaxnreg_inc<CONSUMER_REGS>();
-        consumer(p, maps, smem, wg - 1);
+        consume<Gemm>(p, maps, smem, wg - 1);
     }
 }
 }  // namespace hopper

@@ -4,11 +4,12 @@
 // shared memory while the consumers compute. One producer thread issues the TMA copies (Q per
 // tile; K and V as loaded, "raw", per key block); then the four producer warps transpose the
 // raw V of the previous block into Vt, overlapped with the copies in flight and the consumers'
-// GEMMs. The consumers are hopper.cu's (S = Q.K^T, online softmax, P.V with P from
-// registers), with P packed to E4M3 (scaled up by 2^8, hopper_parts.cuh's P_SHIFT), each key
-// block's P.V added to O in fp32, and the descales folded into the softmax scale (Q, K) and
-// the epilogue (V). From D128 S = Q.K^T runs in two chains added in fp32 (issue_qk); D256
-// runs the sequential consumer on 64-key tiles with P.V in two column halves (issue_pv).
+// GEMMs. The consumers run the loop hopper.cu's do (hopper_consumer.cuh: S = Q.K^T, online
+// softmax, P.V with P from registers) over the GEMM policy GemmFp8: P packed to E4M3 (scaled
+// up by 2^8, hopper_parts.cuh's P_SHIFT), each key block's P.V added to O in fp32, and the
+// descales folded into the softmax scale (Q, K) and the epilogue (V). From D128 S = Q.K^T runs
+// in two chains added in fp32 (issue_qk); D256 runs the sequential consumer on 64-key tiles
+// with P.V in two column halves (issue_pv).
 //
 // P's register order: the S accumulator gives lane (g, t) the keys 8j + 2t, 8j + 2t + 1, while
 // an 8-bit A fragment wants 4t .. 4t + 3 in one register. Rather than shuffle P, each register
@@ -19,6 +20,9 @@
 // Shared memory (1024-byte aligned tiles): Q [SLABS][TILE_M][ROW], then per stage K and raw V
 // [SLABS][TILE_N][ROW] (ROW = 128 bytes, or 64 at D64, TMA-swizzled), Vt [ceil(TILE_N / 128)][D][128]
 // (128-byte swizzle), O (16-bit, hopper_parts.cuh) where it fits, the mbarriers.
+//
+// This file: the layout, the producer (copies and the V transpose) and the FP8 GEMM policy;
+// the entry is hopper_entry.cuh's.
 #include "hopper_knobs.cuh"
 #include "mma_sm80.cuh"
 
@@ -27,7 +31,7 @@ typedef SDPA_Q_T T;  // e4m3_t
 typedef SDPA_O_T OutT;
 
 static_assert(Same<T, e4m3_t>::value && Same<SDPA_KV_T, e4m3_t>::value, "E4M3 Q, K and V");
-static_assert(TILE_M == 64 * CONSUMERS && (TILE_N == 64 || TILE_N % 128 == 0) && TILE_N <= 256, "tile shape");
+static_assert((TILE_N == 64 || TILE_N % 128 == 0) && TILE_N <= 256, "tile shape");
 
 constexpr int ROW = D < 128 ? D : 128;  // bytes per swizzled row of Q, K, raw V
 constexpr int SLABS = D / ROW;
@@ -41,21 +45,17 @@ enum : u32 { Q_FULL = 0, Q_EMPTY = 1, K_FULL = 2, K_EMPTY = K_FULL + STAGES, R_F
              N_BARS = V_EMPTY + STAGES };
 constexpr u32 OFF_K = Q_BYTES, OFF_R = OFF_K + STAGES * KV_BYTES, OFF_V = OFF_R + STAGES * KV_BYTES;
 constexpr u32 RING_END = OFF_V + STAGES * VT_BYTES;
-// Not for varlen calls (hopper_parts.cuh's epilogue): their layout keeps the space, unused.
-constexpr bool O_FITS = RING_END + O_BYTES + 8 * N_BARS + 1024 <= 232448, STAGE_O = O_FITS && !VARLEN;
+// O staged for a TMA store where it fits, never for varlen calls (as in hopper.cu).
+constexpr bool O_FITS = RING_END + O_BYTES + 8 * N_BARS + SMEM_PAD <= SMEM_CAP, STAGE_O = O_FITS && !VARLEN;
 constexpr u32 OFF_O = RING_END, OFF_BAR = RING_END + (O_FITS ? O_BYTES : 0);
+static_assert(OFF_BAR + 8 * N_BARS + SMEM_PAD == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 constexpr bool RING_BARS_OUTLINED = false;  // hopper_ring.cuh says why
-static_assert(OFF_BAR + 8 * N_BARS + 1024 == SDPA_SMEM_BYTES, "layout must match dynamic_smem_bytes()");
 
 // The producer warpgroup transposes with unrolled units, so it keeps 40 registers
 // (at 32 it spilled); the consumers keep 232 each (40 + 2 x 232 = the 504 of the launch bound).
 constexpr int PRODUCER_REGS = 40;
-// setmaxnreg moves registers within the block's launch allocation (65536 / THREADS per
-// thread, rounded down to 8, for each of its warpgroups): an inc past it waits forever.
-constexpr int CONSUMER_REGS_RAW = (POOL - PRODUCER_REGS) / CONSUMERS / 8 * 8;
-constexpr int CONSUMER_REGS = CONSUMER_REGS_RAW > 240 ? 240 : CONSUMER_REGS_RAW;
+constexpr int CONSUMER_REGS = consumer_regs(PRODUCER_REGS);
 constexpr float P_SHIFT = 8.f;  // E4M3 P in (0, 256]
-
 }  // namespace hopper
 
 #include "hopper_parts.cuh"
@@ -66,7 +66,6 @@ typedef Ring<Q_FULL, Q_EMPTY, 0, Q_BYTES, 1> QRing;
 typedef Ring<K_FULL, K_EMPTY, OFF_K, KV_BYTES> KRing;
 typedef Ring<R_FULL, R_EMPTY, OFF_R, KV_BYTES> RawVRing;  // V as loaded
 typedef Ring<V_FULL, V_EMPTY, OFF_V, VT_BYTES> VRing;     // Vt, transposed by the producer
-
 
 // ---- producer: the V transpose ------------------------------------------------------------
 // Raw V (keys x D) of ring use `u` into Vt (D x keys, P's key order). Unit = 32 keys x 16
@@ -254,7 +253,7 @@ struct GemmFp8 {
     }
 };
 
-// The barriers' arrivals (Q's: hopper_block.cuh): K and raw V complete on the TMA's bytes, Vt
+// The barriers' arrivals (Q's: hopper_entry.cuh): K and raw V complete on the TMA's bytes, Vt
 // on every producer thread's transpose; EMPTY on each reader warp's arrival.
 __device__ __forceinline__ void init_rings(u32 smem) {
     const KRing k{smem};
@@ -269,14 +268,7 @@ __device__ __forceinline__ void init_rings(u32 smem) {
         v.init_empty(s, 4 * CONSUMERS);
     }
 }
-}  // namespace hopper
-
-#include "hopper_consumer.cuh"
-
-namespace hopper {
-__device__ __forceinline__ void consumer(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw) {
-    consume<GemmFp8>(p, maps, smem, cw);
-}
+typedef GemmFp8 Gemm;  // the consumers' (hopper_consumer.cuh)
 }  // namespace hopper
 
 #include "hopper_entry.cuh"

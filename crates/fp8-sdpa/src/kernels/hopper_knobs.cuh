@@ -1,7 +1,7 @@
 // The Hopper kernels' knobs: every SDPA_* define the host sets for this family (variant.rs,
 // KernelSpec::defines), read once here, and what follows from them for both kernel files.
 // The kernel files (hopper.cu, hopper_fp8.cu) and the Hopper headers live in namespace
-// hopper; only the entry point (hopper_block.cuh) is outside it.
+// hopper; only the entry point (hopper_entry.cuh) is outside it.
 #pragma once
 #include "types.cuh"
 #include "softmax.cuh"

@@ -77,12 +77,6 @@ struct Scheduler {
     }
 };
 
-// A per-(batch, kv head) descale of tile w (E4M3 K or V), read where it is needed rather than
-// held across the key loop (no register to spare).
-__device__ __forceinline__ float kv_descale(const SdpaParams& p, const Tile& w, const float* d) {
-    return d[w.b * p.kv_descale_stride_b + w.hq / (p.heads_q / p.heads_kv)];
-}
-
 // A block's ring uses in order, one at a time: key block j of its tile t, each tile's blocks
 // from the last to the first, as the producer and consumers walk them (two registers).
 struct UseCursor {
@@ -172,7 +166,7 @@ __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&alpha)[
 // Ping-pong: the two consumer warpgroups take turns issuing their GEMMs (TURN_0 / TURN_1, 256
 // threads), so that one's softmax runs while the other's GEMMs hold the tensor cores.
 // Warpgroup 1 hands the first turn to warpgroup 0 at the start and warpgroup 0 takes the last
-// hand-over at the end (hopper_block.cuh), so every arrival is matched.
+// hand-over at the end (hopper_consumer.cuh), so every arrival is matched.
 __device__ __forceinline__ void turn_wait(int cw) { if (PINGPONG) bar_sync(TURN_0 + cw, 256); }
 __device__ __forceinline__ void turn_pass(int cw) { if (PINGPONG) bar_arrive(TURN_1 - cw, 256); }
 
