@@ -8,6 +8,7 @@
 #include "softmax.cuh"
 #include "mma_sm80.cuh"
 #include "abi.cuh"
+#include "exact.cuh"
 
 // Sequence b's keys in a paged cache: seqlens_k[b] clamped to [0, max_pages * page_size], the
 // table's capacity (below 2^31: validated), so that no key indexes past the sequence's row.
@@ -255,6 +256,28 @@ __device__ __forceinline__ void stash_warp(const u8* smem, int warp, const float
         }
 }
 
+#if SDPA_CAUSAL
+// exact.cuh's rare path for one element (query position ps of head hq, column col) of the
+// split's output, which came out non-finite: under causal the row multiplied keys [limit,
+// end) of the split without seeing them; if one of them holds a non-finite V in the column,
+// the exact value over the keys it sees, [begin, limit), else `out` as it is. Keys are
+// addressed as load_step does (a paged entry clamped to the pools).
+__device__ __forceinline__ float exact_element(const SdpaParams& p, const DecodeParams& d, const WorkTile& t, int ps,
+                                               int hq, int col, float lse2, const KvScales& sc, float out) {
+    const int limit = max(t.begin, min(t.end, ps + t.n_keys - p.seq_q + 1));
+    const bool paged = d.block_table != nullptr;
+    const i64 kb = paged ? 0 : t.b * p.k_stride_b, vb = paged ? 0 : t.b * p.v_stride_b;
+    const KeyRows kv{reinterpret_cast<const KvT*>(p.k) + kb + t.hkv * p.k_stride_h,
+                     reinterpret_cast<const KvT*>(p.v) + vb + t.hkv * p.v_stride_h,
+                     p.k_stride_s, p.v_stride_s, paged ? d.block_table + i64(t.b) * d.max_pages : nullptr,
+                     p.k_stride_b, p.v_stride_b, d.page_size, d.pages};
+    const T* q = reinterpret_cast<const T*>(p.q) + t.b * p.q_stride_b + ps * p.q_stride_s + hq * p.q_stride_h;
+    float exact[1];
+    return exact_columns<D, 1, ONE, T, KvT>(exact, q, kv, sc.sl2, lse2, sc.vd, t.begin, limit, limit, t.end, col) ? exact[0]
+                                                                                                          : out;
+}
+#endif
+
 // Epilogue, second half: every thread takes elements of the 16 x D tile, merges the warps'
 // slots by their maxima, and writes O and the LSE (one split) or the split's normalized
 // partial O and LSE (fp32, for sdpa_decode_merge).
@@ -277,8 +300,12 @@ __device__ __forceinline__ void merge_warps(const SdpaParams& p, const DecodePar
         const int ps = rr / t.group, hq = t.hkv * t.group + rr % t.group;
         // A row with no visible key is 0 (LSE -inf); a NaN score makes sum NaN, which must
         // reach the output rather than be read as "no key".
-        const float out = sum == 0.f ? 0.f : acc / sum * sc.vd;
+        float out = sum == 0.f ? 0.f : acc / sum * sc.vd;
         const float lse = sum == 0.f ? -SDPA_INF : (ms + __log2f(sum)) * 0.69314718055994531f;
+#if SDPA_CAUSAL
+        // A masked key's non-finite V (exact.cuh).
+        if (nonfinite(out)) out = exact_element(p, d, t, ps, hq, col, ms + __log2f(sum), sc, out);
+#endif
 #if SDPA_VARLEN
         const i64 row_id = i64(hq) * p.total_q + t.tok0 + ps;  // [heads_q, total_q]
 #else

@@ -28,6 +28,7 @@
 
 namespace hopper {
 typedef SDPA_Q_T T;  // e4m3_t
+typedef T KvT;       // K and V in Q's type
 typedef SDPA_O_T OutT;
 
 static_assert(Same<T, e4m3_t>::value && Same<SDPA_KV_T, e4m3_t>::value, "E4M3 Q, K and V");

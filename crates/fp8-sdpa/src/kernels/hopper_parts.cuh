@@ -8,6 +8,7 @@
 //   the log-sum-exp correct for it.
 #pragma once
 #include "hopper_knobs.cuh"
+#include "exact.cuh"
 
 namespace hopper {
 constexpr u32 O_SLAB = TILE_M * 128;  // one 64-column slab of the staged O tile
@@ -171,6 +172,58 @@ __device__ __forceinline__ void turn_wait(int cw) { if (PINGPONG) bar_sync(TURN_
 __device__ __forceinline__ void turn_pass(int cw) { if (PINGPONG) bar_arrive(TURN_1 - cw, 256); }
 
 // ---- epilogue ----------------------------------------------------------------------------
+// exact.cuh's rare path for this thread's rows once both are stored (lq: their sums over the
+// quad); exact values overwrite what was stored, in the staging tile (lr: the row within the
+// warpgroup's 64) or in O. Under causal a row multiplied the keys after its diagonal, and a
+// varlen sequence its neighbour's keys past its end, up to its last visited block; dense keys
+// past seq_kv were zero-filled by TMA. Out of line, from p and the tile's coordinates: inlined,
+// its loop-invariant arithmetic (heads_q / heads_kv) was hoisted out of the persistent tile
+// loop and held a register across the key loop (6 % on D64 causal tiles).
+__device__ __noinline__ void exact_rows(const SdpaParams& p, int hq, int b, int bc, int m_block, u32 o_tile, int q0,
+                                        int lr0, int t4, float l0, float l1, float m0, float m1, float sl2,
+                                        float o_scale) {
+    const float lq[2] = {l0, l1}, m[2] = {m0, m1};
+    int q_off = 0, n_q = p.seq_q, k_off = 0, n_k = p.seq_kv;
+    if (VARLEN) {
+        seq_span(p.cu_seqlens_q, b, p.total_q, q_off, n_q);
+        seq_span(p.cu_seqlens_k, b, p.total_k, k_off, n_k);
+    }
+    const int hkv = hq / (p.heads_q / p.heads_kv);
+    // The tile's visited keys, as the scheduler counts them (Scheduler::at), read past the
+    // sequence only inside the packed tensor.
+    int end = n_k;
+#if SDPA_CAUSAL
+    end = min(n_k, (m_block + 1) * TILE_M + n_k - n_q);
+#endif
+    const int visited = min((end + TILE_N - 1) / TILE_N * TILE_N, VARLEN ? p.total_k - k_off : n_k);
+    const KeyRows kv{
+        reinterpret_cast<const KvT*>(p.k) + bc * p.k_stride_b + i64(k_off) * p.k_stride_s + hkv * p.k_stride_h,
+        reinterpret_cast<const KvT*>(p.v) + bc * p.v_stride_b + i64(k_off) * p.v_stride_s + hkv * p.v_stride_h,
+        p.k_stride_s, p.v_stride_s, nullptr, 0, 0, 0, 0};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int row = q0 + 8 * r, lr = lr0 + 8 * r;
+        if (row >= n_q) continue;
+        int seen = n_k;
+#if SDPA_CAUSAL
+        seen = max(0, min(seen, row + n_k - n_q + 1));
+#endif
+        const T* q = reinterpret_cast<const T*>(p.q) + bc * p.q_stride_b + i64(q_off + row) * p.q_stride_s +
+                     hq * p.q_stride_h;
+        OutT* orow = reinterpret_cast<OutT*>(p.o) + bc * p.o_stride_b + i64(q_off + row) * p.o_stride_s +
+                     hq * p.o_stride_h;
+        exact_row<D, PAIRS, T, KvT, OutT>(q, kv, sl2, m[r] * sl2 + log2f(lq[r]) - P_SHIFT, o_scale, seen, seen,
+                                          visited, t4, [&](int c, u32 word) {
+                                              const int j = c / 2;
+                                              if (STAGE_O)
+                                                  sts_u32(o_tile + (j / 8) * O_SLAB + lr * 128 +
+                                                              (((j % 8) ^ (lr % 8)) * 16) + 4 * t4,
+                                                          word);
+                                              else stg_u32(orow + 8 * j + 2 * t4, word);
+                                          });
+    }
+}
+
 // O * o_scale / l and the log-sum-exp of one warpgroup's 64 rows (sl2: the scores' scale, the
 // one softmax_step used). With STAGE_O the rows go to shared
 // memory in the layout a SWIZZLE_128B load of the same box would write (16-byte chunk c of
@@ -178,10 +231,12 @@ __device__ __forceinline__ void turn_pass(int cw) { if (PINGPONG) bar_arrive(TUR
 // so no bank conflicts), and one thread stores them by TMA, which clips rows past seq_q (not
 // for varlen calls, whose next sequence's rows follow: those store from registers); the
 // warpgroup goes on to its next tile while the copy runs. Its buffer is reused one tile later,
-// after the issuing thread's wait on the previous store's reads.
+// after the issuing thread's wait on the previous store's reads. Where a masked key can have
+// been multiplied (causal, varlen), each stored word is checked for exact_rows.
 __device__ __forceinline__ void epilogue(const SdpaParams& p, const HopperMaps& maps, u32 smem, int cw, const Tile& w,
                                          const float (&o)[D / 2], const RowState& rs, int q0, float sl2,
                                          float o_scale) {
+    constexpr bool EXACT = SDPA_CAUSAL || VARLEN;
     const int tid = threadIdx.x % 128, warp = tid / 32, g = (tid % 32) / 4, t4 = tid % 4;
     const u32 o_tile = smem + OFF_O + cw * 64 * 128;
     // Varlen: the sequence's rows read again (see seq_counts).
@@ -191,27 +246,35 @@ __device__ __forceinline__ void epilogue(const SdpaParams& p, const HopperMaps& 
         if (tid == 0) bulk_wait_read<0>();
         bar_sync(O_STAGED_0 + cw, 128);
     }
+    u32 chk = 0;  // 0 while every stored value is finite (exact.cuh)
+    float lq[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float l = rs.l[r];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
+        lq[r] = l;
         const int row = q0 + 8 * r;
         const float inv = l > 0.f ? o_scale / l : 0.f;
         if (STAGE_O) {
             const int lr = 16 * warp + g + 8 * r;  // row within the warpgroup's 64
 #pragma unroll
-            for (int j = 0; j < D / 8; ++j)
-                sts_u32(o_tile + (j / 8) * O_SLAB + lr * 128 + (((j % 8) ^ (lr % 8)) * 16) + 4 * t4,
-                        pack2<OutT>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv));
+            for (int j = 0; j < D / 8; ++j) {
+                const u32 word = pack2<OutT>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+                sts_u32(o_tile + (j / 8) * O_SLAB + lr * 128 + (((j % 8) ^ (lr % 8)) * 16) + 4 * t4, word);
+                if (EXACT) fold_nonfinite<OutT>(chk, word);
+            }
         }
         if (row >= n_q) continue;
         if (!STAGE_O) {
             OutT* orow = reinterpret_cast<OutT*>(p.o) + w.bc * p.o_stride_b + i64(q_off + row) * p.o_stride_s +
                          w.hq * p.o_stride_h;
 #pragma unroll
-            for (int j = 0; j < D / 8; ++j)
-                stg_u32(orow + 8 * j + 2 * t4, pack2<OutT>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv));
+            for (int j = 0; j < D / 8; ++j) {
+                const u32 word = pack2<OutT>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+                stg_u32(orow + 8 * j + 2 * t4, word);
+                if (EXACT) fold_nonfinite<OutT>(chk, word);
+            }
         }
         // LSE [batch, heads_q, seq_q], or [heads_q, total_q] for varlen calls.
         const i64 at = VARLEN ? i64(w.hq) * p.total_q + q_off + row : (i64(w.b) * p.heads_q + w.hq) * p.seq_q + row;
@@ -219,6 +282,9 @@ __device__ __forceinline__ void epilogue(const SdpaParams& p, const HopperMaps& 
             p.lse[at] =
                 l > 0.f ? (rs.m[r] * sl2 + __log2f(l) - P_SHIFT) * 0.69314718055994531f : -SDPA_INF;
     }
+    if (EXACT && chk != 0u)
+        exact_rows(p, w.hq, w.b, w.bc, w.m_block, o_tile, q0, 16 * warp + g, t4, lq[0], lq[1], rs.m[0], rs.m[1], sl2,
+                   o_scale);
     if (STAGE_O) {
         fence_proxy_async_shared();
         bar_sync(O_STAGED_0 + cw, 128);

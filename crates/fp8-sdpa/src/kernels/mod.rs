@@ -25,6 +25,7 @@ pub struct KernelSource {
 pub const HEADERS: &[(&str, &str)] = &[
     ("types.cuh", include_str!("types.cuh")),
     ("softmax.cuh", include_str!("softmax.cuh")),
+    ("exact.cuh", include_str!("exact.cuh")),
     ("mma_sm80.cuh", include_str!("mma_sm80.cuh")),
     ("sync.cuh", include_str!("sync.cuh")),
     ("tma.cuh", include_str!("tma.cuh")),

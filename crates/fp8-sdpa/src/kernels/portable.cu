@@ -66,6 +66,7 @@
 #include "portable_work.cuh"
 #include "portable_load.cuh"
 #include "portable_decode8.cuh"
+#include "exact.cuh"
 #include "portable_tile.cuh"
 
 // ==== The block: one work tile through the K/V loop ==============================================
