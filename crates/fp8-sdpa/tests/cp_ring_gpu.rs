@@ -7,7 +7,8 @@
 #![cfg(feature = "nccl")]
 
 use cudarc::driver::CudaSlice;
-use cudarc::nccl::safe::{Comm, Id};
+use cudarc::nccl::safe::Id;
+use fp8_sdpa::cp::comm::Communicator;
 use fp8_sdpa::cp::ring::{Local, Ring};
 use fp8_sdpa::runtime::Device;
 use fp8_sdpa::{AttnParams, Error, Precision, Result};
@@ -41,7 +42,14 @@ impl Rank {
     fn new(r: usize, id: Id, l: Local) -> Rank {
         let dev = Device::open(r).expect("a GPU per rank");
         let stream = dev.new_stream().unwrap();
-        let comm = Comm::from_rank(dev.new_stream().unwrap(), r, 2, id).expect("NCCL init");
+        let comm = Communicator::init(
+            dev.new_stream().unwrap(),
+            r,
+            2,
+            &id,
+            Duration::from_secs(120),
+        )
+        .expect("NCCL init");
         let ring = Ring::new(comm, &stream, l, Precision::Bf16).unwrap();
         let kv = l.batch * 2 * l.chunk * l.heads_kv * l.dim * 2;
         let qo = l.batch * 2 * l.chunk * l.heads_q * l.dim * 2;

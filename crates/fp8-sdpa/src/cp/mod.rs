@@ -4,10 +4,12 @@
 //! partial results merge by log-sum-exp in fp32.
 //!
 //! `plan`, `merge` and `agree` (the problem every rank must share before the ring) are the
-//! arithmetic, tested on the CPU; `ring` (feature `nccl`) runs it over NCCL, and the lab's
+//! arithmetic, tested on the CPU; `ring` (feature `nccl`) runs it over NCCL through `comm`'s non-blocking communicator, and the lab's
 //! `cp-bench` drives it (issue 33).
 
 pub mod agree;
+#[cfg(feature = "nccl")]
+pub mod comm;
 pub mod merge;
 pub mod plan;
 #[cfg(feature = "nccl")]

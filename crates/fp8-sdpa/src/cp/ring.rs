@@ -13,15 +13,15 @@
 //! [`Error::InvalidInput`] naming the field and the ranks; the communicator stays usable.
 //! An error once communication has started (a transfer or a kernel failing, the exchange or
 //! the pass not finishing within [`Ring::set_timeout`]'s limit) aborts the communicator
-//! (`ncclCommAbort`, through dropping cudarc's `Comm`): the rank's own NCCL work ends, its
-//! streams drain, and peers whose transfers wait on it fail their own bounded wait instead of
-//! blocking forever. An aborted ring is unusable ([`Ring::is_aborted`]): every rank needs a
-//! new communicator and a new ring. The bounds cover the device side; NCCL's own host-side
-//! set-up of connections (on a communicator's first collective and first transfers) waits
-//! for the peers until they join or their communicator goes away, which an aborted or
-//! exited peer's does.
+//! (`ncclCommAbort`, through dropping the [`Communicator`]): the rank's own NCCL work ends,
+//! its streams drain, and peers whose transfers wait on it fail their own bounded wait
+//! instead of blocking forever. An aborted ring is unusable ([`Ring::is_aborted`]): every
+//! rank needs a new communicator and a new ring. The bounds cover the host side too: the
+//! communicator is non-blocking ([`super::comm`]), so NCCL's set-up of connections on the
+//! first collective and the first transfers is waited for with the same limit.
 
 use super::agree::{self, ProblemDesc, Status, WORDS};
+use super::comm::Communicator;
 use super::plan::{step_work, Mask};
 use crate::error::{Error, Result};
 use crate::kernels;
@@ -33,8 +33,6 @@ use crate::{DType, Precision};
 use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, CudaView, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
-use cudarc::nccl::safe::Comm;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,7 +65,7 @@ pub struct Local {
 /// A rank's ring: the two K/V slots it alternates between, the accumulators and scratch.
 pub struct Ring {
     /// `None` once aborted.
-    comm: Option<Comm>,
+    comm: Option<Communicator>,
     local: Local,
     precision: Precision,
     slots: [[CudaSlice<u8>; 2]; 2],
@@ -87,10 +85,6 @@ pub struct Ring {
 
 fn drv(what: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
     Error::driver(what)
-}
-
-fn nccl(what: &str) -> impl FnOnce(cudarc::nccl::result::NcclError) -> Error + '_ {
-    move |e| Error::Unsupported(format!("NCCL {what}: {:?}", e.0))
 }
 
 fn aborted() -> Error {
@@ -149,7 +143,7 @@ impl Ring {
     /// rank's shard goes in with [`Ring::load`]. On error `comm` is dropped, which aborts it
     /// (peers waiting on this rank then fail their bounded waits).
     pub fn new(
-        comm: Comm,
+        mut comm: Communicator,
         stream: &Arc<CudaStream>,
         local: Local,
         precision: Precision,
@@ -166,6 +160,7 @@ impl Ring {
         let kv_bytes = l.batch * 2 * l.chunk * l.heads_kv * l.dim * precision.kv().size();
         let q_rows = l.batch * l.chunk * l.heads_q;
         let ranks = comm.world_size();
+        comm.set_timeout(DEFAULT_TIMEOUT);
         let z = |n: usize| {
             stream
                 .alloc_zeros::<u8>(n)
@@ -204,6 +199,9 @@ impl Ring {
     /// use the same limit.
     pub fn set_timeout(&mut self, limit: Duration) {
         self.timeout = limit;
+        if let Some(c) = self.comm.as_mut() {
+            c.set_timeout(limit);
+        }
     }
 
     /// Whether an error aborted this ring's communicator; an aborted ring only returns errors.
@@ -211,14 +209,10 @@ impl Ring {
         self.comm.is_none()
     }
 
-    /// Aborts the communicator (cudarc's `Comm` calls `ncclCommAbort` when dropped): this
+    /// Aborts the communicator (dropping a [`Communicator`] calls `ncclCommAbort`): this
     /// rank's queued NCCL work ends, so its streams drain, and the communicator is gone.
     fn abort(&mut self) {
-        if let Some(comm) = self.comm.take() {
-            // cudarc's drop panics if ncclCommAbort itself fails; the communicator is gone
-            // either way, and the error the caller gets already says why.
-            let _ = catch_unwind(AssertUnwindSafe(move || drop(comm)));
-        }
+        self.comm = None;
     }
 
     /// SMs the attention calls leave to NCCL's transfer kernels, which run beside them on
@@ -428,8 +422,7 @@ impl Ring {
         let gathered = (|| -> Result<Vec<u64>> {
             cs.memcpy_htod(&mine, desc_mine)
                 .map_err(drv("uploading the problem descriptor"))?;
-            comm.all_gather(desc_mine, desc_all)
-                .map_err(nccl("all-gather of the problem descriptors"))?;
+            comm.all_gather(desc_mine, desc_all)?;
             wait_bounded(&[&cs], self.timeout, "the problem-descriptor exchange")?;
             cs.clone_dtoh(desc_all)
                 .map_err(drv("reading the problem descriptors"))
@@ -519,28 +512,8 @@ impl Ring {
                 };
                 let [sk, sv] = send;
                 let [rk, rv] = recv;
-                // cudarc's group panics if ncclGroupStart/End fail (a broken communicator);
-                // that is an error here, which aborts the communicator.
-                let posted = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
-                    let mut g = comm.group();
-                    g.send(sk.as_view(), ((r + 1) % p) as i32)
-                        .map_err(nccl("send"))?;
-                    g.send(sv.as_view(), ((r + 1) % p) as i32)
-                        .map_err(nccl("send"))?;
-                    g.recv(rk.as_view_mut(), ((r + p - 1) % p) as i32)
-                        .map_err(nccl("recv"))?;
-                    g.recv(rv.as_view_mut(), ((r + p - 1) % p) as i32)
-                        .map_err(nccl("recv"))?;
-                    Ok(())
-                }));
-                match posted {
-                    Ok(res) => res?,
-                    Err(_) => {
-                        return Err(Error::Unsupported(format!(
-                            "NCCL group of step {step} failed (ncclGroupStart/End)"
-                        )))
-                    }
-                }
+                comm.send_recv([sk, sv], (r + 1) % p, [rk, rv], (r + p - 1) % p)
+                    .map_err(|e| Error::Unsupported(format!("step {step}: {e}")))?;
             }
             for w in step_work(r, step, p, params.causal) {
                 let st: &CudaStream = stream;

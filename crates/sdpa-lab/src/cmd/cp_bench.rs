@@ -5,7 +5,8 @@
 //! zig-zag chunks and the single-GPU attention on the whole sequence on its own GPU.
 
 use cudarc::driver::CudaSlice;
-use cudarc::nccl::safe::{Comm, Id};
+use cudarc::nccl::safe::Id;
+use fp8_sdpa::cp::comm::Communicator;
 use fp8_sdpa::cp::plan::chunks_of;
 use fp8_sdpa::cp::ring::{Local, Ring};
 use fp8_sdpa::runtime::{Attention, CallOptions, Descale, Device, TensorMut, TensorRef, VecRef};
@@ -362,8 +363,14 @@ fn rank_main(a: &Args, r: usize) -> Result<ExitCode> {
             .as_ref()
             .ok_or_else(|| Error::InvalidInput("--rank needs --id-file".into()))?,
     )?;
-    let comm = Comm::from_rank(comm_stream, r, a.ranks, id)
-        .map_err(|e| Error::Unsupported(format!("NCCL init on rank {r}: {e:?}")))?;
+    let comm = Communicator::init(
+        comm_stream,
+        r,
+        a.ranks,
+        &id,
+        fp8_sdpa::cp::ring::DEFAULT_TIMEOUT,
+    )
+    .map_err(|e| Error::Unsupported(format!("NCCL init on rank {r}: {e}")))?;
     let (b, s, hq, hkv, d) = (a.batch, a.seq, a.heads, a.heads_kv, a.dim);
     // The same inputs on every rank (seeded), bf16.
     let gen = |seed: u64, heads: usize| -> Result<Vec<u8>> {
