@@ -503,18 +503,6 @@ impl Ring {
         let out_sb = 2 * tmp_sb;
         let mut cur = 0;
         for step in 0..p {
-            if step + 1 < p {
-                let (a, b) = self.slots.split_at_mut(1);
-                let (send, recv) = if cur == 0 {
-                    (&a[0], &mut b[0])
-                } else {
-                    (&b[0], &mut a[0])
-                };
-                let [sk, sv] = send;
-                let [rk, rv] = recv;
-                comm.send_recv([sk, sv], (r + 1) % p, [rk, rv], (r + p - 1) % p)
-                    .map_err(|e| Error::Unsupported(format!("step {step}: {e}")))?;
-            }
             for w in step_work(r, step, p, params.causal) {
                 let st: &CudaStream = stream;
                 let qv = q.slice(chunk_off(w.q_local, l.heads_q, q_t.size())..);
@@ -557,6 +545,23 @@ impl Ring {
                 // SAFETY: the accumulators hold rows x dim and rows floats, tmp_o rows x dim
                 // elements of the output type written contiguously above, tmp_lse rows floats.
                 unsafe { launch.launch(row_cfg) }.map_err(drv("launching cp_merge"))?;
+            }
+            // The next shard's transfers after this step's attention is queued: the
+            // non-blocking communicator returns before NCCL has queued the group, and the
+            // host waits for that (the borrows' events must follow it) while the GPU already
+            // runs the attention. The step reads slot `cur`, the group sends it too and
+            // receives into the other slot once the previous step's reads of it are done.
+            if step + 1 < p {
+                let (a, b) = self.slots.split_at_mut(1);
+                let (send, recv) = if cur == 0 {
+                    (&a[0], &mut b[0])
+                } else {
+                    (&b[0], &mut a[0])
+                };
+                let [sk, sv] = send;
+                let [rk, rv] = recv;
+                comm.send_recv([sk, sv], (r + 1) % p, [rk, rv], (r + p - 1) % p)
+                    .map_err(|e| Error::Unsupported(format!("step {step}: {e}")))?;
             }
             cur = 1 - cur;
         }
