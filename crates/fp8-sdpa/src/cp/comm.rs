@@ -261,16 +261,19 @@ impl Communicator {
         check(self.comm, r, self.timeout, "all-gather")
     }
 
-    /// One ring step's transfers as one NCCL group: each of `send` to rank `to`, each of
-    /// `recv` from rank `from`, byte for byte. Returns once NCCL has queued them (bounded wait:
-    /// the first transfers between two ranks set up their connection).
-    pub fn send_recv(
-        &self,
-        send: [&CudaSlice<u8>; 2],
+    /// Starts one ring step's transfers as one NCCL group: each of `send` to rank `to`, each
+    /// of `recv` from rank `from`, byte for byte. The group may still be in NCCL's hands (a
+    /// non-blocking communicator queues it on its own thread): the returned [`Pending`] holds
+    /// the buffers' borrows until [`Pending::wait`] has seen it queued (bounded wait: the
+    /// first transfers between two ranks set up their connection), so that their events
+    /// follow the transfers. Work for other buffers can be queued in between.
+    pub fn start_send_recv<'a>(
+        &'a self,
+        send: [&'a CudaSlice<u8>; 2],
         to: usize,
-        recv: [&mut CudaSlice<u8>; 2],
+        recv: [&'a mut CudaSlice<u8>; 2],
         from: usize,
-    ) -> Result<()> {
+    ) -> Result<Pending<'a>> {
         if to >= self.world_size || from >= self.world_size {
             return Err(Error::InvalidInput(format!(
                 "peers {to} and {from} must be ranks of {}",
@@ -278,7 +281,10 @@ impl Communicator {
             )));
         }
         let s = &self.stream;
-        let sends: Vec<_> = send.iter().map(|b| (b.device_ptr(s), b.len())).collect();
+        let sends: Vec<_> = send
+            .into_iter()
+            .map(|b| (b.device_ptr(s), b.len()))
+            .collect();
         let recvs: Vec<_> = recv
             .into_iter()
             .map(|b| {
@@ -287,8 +293,9 @@ impl Communicator {
             })
             .collect();
         // SAFETY: a group over this communicator only; every pointer is a live buffer of the
-        // length passed (the guards in `sends`/`recvs` keep the borrows and record the stream's
-        // use when they drop, after the group is queued); peers are ranks (checked above).
+        // length passed (the guards in `sends`/`recvs` keep the borrows, and record the
+        // stream's use when they drop: after `Pending::wait` has seen the group queued);
+        // peers are ranks (checked above).
         let r = unsafe {
             let mut r = sys::ncclGroupStart();
             for ((ptr, _), n) in &sends {
@@ -323,7 +330,59 @@ impl Communicator {
                 r
             }
         };
-        check(self.comm, r, self.timeout, "send/recv")
+        Ok(Pending {
+            comm: self,
+            result: Some(r),
+            _borrows: (sends, recvs),
+        })
+    }
+
+    /// One ring step's transfers, waited for: [`Communicator::start_send_recv`] then
+    /// [`Pending::wait`].
+    pub fn send_recv(
+        &self,
+        send: [&CudaSlice<u8>; 2],
+        to: usize,
+        recv: [&mut CudaSlice<u8>; 2],
+        from: usize,
+    ) -> Result<()> {
+        self.start_send_recv(send, to, recv, from)?.wait()
+    }
+}
+
+/// A group of transfers NCCL may still be queueing, holding its buffers' borrows
+/// ([`Communicator::start_send_recv`]).
+pub struct Pending<'a> {
+    comm: &'a Communicator,
+    result: Option<sys::ncclResult_t>,
+    _borrows: (Vec<Borrow<'a>>, Vec<Borrow<'a>>),
+}
+
+/// A buffer's device pointer and borrow guard, and its length in bytes.
+type Borrow<'a> = (
+    (
+        cudarc::driver::sys::CUdeviceptr,
+        cudarc::driver::SyncOnDrop<'a>,
+    ),
+    usize,
+);
+
+impl Pending<'_> {
+    /// Waits (bounded by the communicator's timeout) until NCCL has queued the group, then
+    /// releases the borrows: their events now follow the transfers.
+    pub fn wait(mut self) -> Result<()> {
+        let r = self.result.take().expect("waited once");
+        check(self.comm.comm, r, self.comm.timeout, "send/recv")
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        // Not waited for (an error on the way): still let NCCL queue the group before the
+        // borrows' events are recorded; its outcome is the caller's error path's to report.
+        if let Some(r) = self.result.take() {
+            let _ = check(self.comm.comm, r, self.comm.timeout, "send/recv");
+        }
     }
 }
 

@@ -503,12 +503,34 @@ impl Ring {
         let out_sb = 2 * tmp_sb;
         let mut cur = 0;
         for step in 0..p {
+            // The next shard's transfers start first, then this step's attention is queued
+            // while NCCL (on its own thread, non-blocking) queues them, then the host waits
+            // for that before the borrows' events are recorded. The step reads slot `cur`,
+            // which the group also sends; the group receives into the other slot once the
+            // previous step's reads of it are done.
+            let (s0, s1) = self.slots.split_at_mut(1);
+            let (cur_slot, other) = if cur == 0 {
+                (&s0[0], &mut s1[0])
+            } else {
+                (&s1[0], &mut s0[0])
+            };
+            let pending = if step + 1 < p {
+                let [rk, rv] = other;
+                let to = (r + 1) % p;
+                let from = (r + p - 1) % p;
+                Some(
+                    comm.start_send_recv([&cur_slot[0], &cur_slot[1]], to, [rk, rv], from)
+                        .map_err(|e| Error::Unsupported(format!("step {step}: {e}")))?,
+                )
+            } else {
+                None
+            };
             for w in step_work(r, step, p, params.causal) {
                 let st: &CudaStream = stream;
                 let qv = q.slice(chunk_off(w.q_local, l.heads_q, q_t.size())..);
                 let kv_es = self.precision.kv().size();
-                let kview = self.slots[cur][0].slice(chunk_off(w.kv_local, l.heads_kv, kv_es)..);
-                let vview = self.slots[cur][1].slice(chunk_off(w.kv_local, l.heads_kv, kv_es)..);
+                let kview = cur_slot[0].slice(chunk_off(w.kv_local, l.heads_kv, kv_es)..);
+                let vview = cur_slot[1].slice(chunk_off(w.kv_local, l.heads_kv, kv_es)..);
                 let call = pair_call(
                     l,
                     self.precision,
@@ -546,21 +568,9 @@ impl Ring {
                 // elements of the output type written contiguously above, tmp_lse rows floats.
                 unsafe { launch.launch(row_cfg) }.map_err(drv("launching cp_merge"))?;
             }
-            // The next shard's transfers after this step's attention is queued: the
-            // non-blocking communicator returns before NCCL has queued the group, and the
-            // host waits for that (the borrows' events must follow it) while the GPU already
-            // runs the attention. The step reads slot `cur`, the group sends it too and
-            // receives into the other slot once the previous step's reads of it are done.
-            if step + 1 < p {
-                let (a, b) = self.slots.split_at_mut(1);
-                let (send, recv) = if cur == 0 {
-                    (&a[0], &mut b[0])
-                } else {
-                    (&b[0], &mut a[0])
-                };
-                let [sk, sv] = send;
-                let [rk, rv] = recv;
-                comm.send_recv([sk, sv], (r + 1) % p, [rk, rv], (r + p - 1) % p)
+            if let Some(pending) = pending {
+                pending
+                    .wait()
                     .map_err(|e| Error::Unsupported(format!("step {step}: {e}")))?;
             }
             cur = 1 - cur;
