@@ -272,9 +272,9 @@ __device__ __forceinline__ float exact_element(const SdpaParams& p, const Decode
                      p.k_stride_s, p.v_stride_s, paged ? d.block_table + i64(t.b) * d.max_pages : nullptr,
                      p.k_stride_b, p.v_stride_b, d.page_size, d.pages};
     const T* q = reinterpret_cast<const T*>(p.q) + t.b * p.q_stride_b + ps * p.q_stride_s + hq * p.q_stride_h;
-    float exact[1];
-    return exact_columns<D, 1, ONE, T, KvT>(exact, q, kv, sc.sl2, lse2, sc.vd, t.begin, limit, limit, t.end, col) ? exact[0]
-                                                                                                          : out;
+    exact_columns<D, 1, ONE, T, KvT>(q, kv, sc.sl2, lse2, sc.vd, t.begin, limit, limit, t.end, col,
+                                     [&](int, float lo, float) { out = lo; });
+    return out;
 }
 #endif
 
