@@ -316,15 +316,10 @@ __device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, co
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const float l = quad_sum(ws.l[mi][h]);
-            ws.l[mi][h] = l;  // the row's, for exact_rows
+            if constexpr (CAUSAL) ws.l[mi][h] = l;  // the row's, for exact_rows
             const bool empty = l == 0.f;
             const float inv = empty ? 0.f : v_ds / l;
             const int row = row_w + frag_off(warp, mi) + g + 8 * h;
-            const auto put = [&](o_t* at, float lo, float hi) {
-                const u32 word = pack2<o_t>(lo * inv, hi * inv);
-                stg_u32(at, word);
-                if constexpr (CAUSAL) fold_nonfinite<o_t>(chk, word);
-            };
             if (row < p.seq_q) {
                 o_t* orow = o + (long long)row * p.o_stride_s;
                 if constexpr (FRAG) {
@@ -334,12 +329,26 @@ __device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, co
                     for (int c = 0; c < D / 16; ++c) {
                         const float* ev = ws.o[mi][2 * c];
                         const float* od = ws.o[mi][2 * c + 1];
-                        put(orow + 16 * c + 4 * t, ev[2 * h], od[2 * h]);
-                        put(orow + 16 * c + 4 * t + 2, ev[2 * h + 1], od[2 * h + 1]);
+                        const u32 w0 = pack2<o_t>(ev[2 * h] * inv, od[2 * h] * inv);
+                        const u32 w1 = pack2<o_t>(ev[2 * h + 1] * inv, od[2 * h + 1] * inv);
+                        stg_u32(orow + 16 * c + 4 * t, w0);
+                        stg_u32(orow + 16 * c + 4 * t + 2, w1);
+                        if constexpr (CAUSAL) {
+                            fold_nonfinite<o_t>(chk, w0);
+                            fold_nonfinite<o_t>(chk, w1);
+                        }
                     }
                 } else {
 #pragma unroll
-                    for (int dt = 0; dt < D / 8; ++dt) put(orow + 8 * dt + 2 * t, ws.o[mi][dt][2 * h], ws.o[mi][dt][2 * h + 1]);
+                    for (int dt = 0; dt < D / 8; ++dt) {
+                        if constexpr (CAUSAL) {
+                            const u32 word = pack2<o_t>(ws.o[mi][dt][2 * h] * inv, ws.o[mi][dt][2 * h + 1] * inv);
+                            fold_nonfinite<o_t>(chk, word);
+                            stg_u32(orow + 8 * dt + 2 * t, word);
+                        } else {  // as before the check (the same SASS)
+                            stg_u32(orow + 8 * dt + 2 * t, pack2<o_t>(ws.o[mi][dt][2 * h] * inv, ws.o[mi][dt][2 * h + 1] * inv));
+                        }
+                    }
                 }
                 if (p.lse && t == 0) {
                     // [batch, heads_q, seq_q]; varlen [heads_q, total_q] from the sequence's
