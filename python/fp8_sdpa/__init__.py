@@ -38,4 +38,4 @@ import sys as _sys  # noqa: E402
 if "torch" in _sys.modules:
     from . import _torch_ops as _t
 
-    _t.ops(_sys.modules["torch"].empty(0))
+    _t.register(_sys.modules["torch"])

@@ -39,10 +39,8 @@ __device__ __forceinline__ void load_step(const SdpaParams& p, const DecodeParam
                 r = r0 + row;
                 while (r >= d.page_size) r -= d.page_size, ++slot;
             }
-            // slot < max_pages (keys < the clamped length). The entry is clamped to the pools'
-            // pages: as unsigned, a negative one is huge, so one min maps every bad entry to
-            // the last page.
-            const i64 page = min(u32(d.block_table[i64(b) * d.max_pages + slot]), u32(d.pages - 1));
+            // slot < max_pages (keys < the clamped length); the entry clamped to the pools.
+            const i64 page = clamp_page(d.block_table[i64(b) * d.max_pages + slot], d.pages);
             k_off = page * p.k_stride_b + r * p.k_stride_s;
             v_off = page * p.v_stride_b + r * p.v_stride_s;
         } else {

@@ -16,6 +16,7 @@
 // not join the hot loop's allocation.
 #pragma once
 #include "types.cuh"
+#include "abi.cuh"
 
 // chk stays 0 while every value folded in is finite: x * 0 is NaN only for Inf and NaN, and a
 // finite x gives +-0, which added to +0 is +0. Inline PTX, so that no compiler folds x * 0.
@@ -29,9 +30,10 @@ template <> __device__ __forceinline__ void fold_nonfinite<bf16_t>(u32& chk, u32
 
 __device__ __forceinline__ bool nonfinite(float x) { return !(fabsf(x) <= 3.402823466e38f); }
 
-// Where a row's key j lives: K at k + at(j) * ... (elements of KT), V likewise. Strided: key
-// rows `ks`/`vs` elements apart from key 0. Paged: key j is row j % page_size of the page the
-// table names for slot j / page_size, clamped to the pools (as the decode kernel's copies).
+// Where a row's key j lives: K at k + off(j, ks, kpage) elements of KT, V likewise. Strided:
+// key rows `ks`/`vs` elements apart from key 0. Paged: key j is row j % page_size of the page
+// the table names for slot j / page_size, clamped to the pools (clamp_page, as the decode
+// kernel's copies).
 struct KeyRows {
     const void* k;
     const void* v;
@@ -42,7 +44,7 @@ struct KeyRows {
     __device__ i64 off(int j, i64 per_key, i64 per_page) const {
         if (table == nullptr) return j * per_key;
         const int slot = j / page_size;
-        const i64 page = min(u32(table[slot]), u32(pages - 1));
+        const i64 page = clamp_page(table[slot], pages);
         return page * per_page + (j - slot * page_size) * per_key;
     }
 };
