@@ -30,3 +30,12 @@ __all__ = [
     "set_value_checks",
     "NVRTC_PATH",
 ]
+
+# With torch already imported, the torch.library ops are registered now: a first call made
+# inside torch.compile could not register them (eager calls bypass them, see _torch_ops.ops).
+import sys as _sys  # noqa: E402
+
+if "torch" in _sys.modules:
+    from . import _torch_ops as _t
+
+    _t.register(_sys.modules["torch"])

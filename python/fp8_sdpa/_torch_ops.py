@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 
 _OPS = None
 _FAILED = False
+_COMPILING = None  # torch.compiler.is_compiling, looked up once at registration
 
 
 def _out_dtype(torch, q, k):
@@ -161,16 +162,29 @@ def _register(torch):
     return Ops
 
 
-def ops(first=None):
-    """The custom ops, registered on first use, or None (torch not imported or too old, or
-    ``first`` not a torch tensor: the calls then run eagerly)."""
-    global _OPS, _FAILED
-    torch = sys.modules.get("torch")
-    if torch is None or not isinstance(first, torch.Tensor):
-        return None
+def register(torch):
+    """Registers the custom ops once (a no-op after the first call, or where torch is too old
+    for torch.library.custom_op). Done eagerly, at import when torch is loaded or on the first
+    call: registering inside a torch.compile trace is a graph break dynamo refuses."""
+    global _OPS, _FAILED, _COMPILING
     if _OPS is None and not _FAILED:
         if hasattr(torch, "library") and hasattr(torch.library, "custom_op"):
             _OPS = _register(torch)
+            _COMPILING = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
         else:
             _FAILED = True
+
+
+def ops(first=None):
+    """The custom ops, or None (the calls then run eagerly): None for a plain tensor outside
+    torch.compile too, where the op's dispatch only costs host time (about 50 us a call on an
+    H200 host: most of an eager call's), and for torch not imported or too old, or ``first``
+    not a torch tensor. Tracing (torch.compile, fake or functional tensors) goes through the
+    ops and their fake implementations."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(first, torch.Tensor):
+        return None
+    register(torch)
+    if _OPS is None or (type(first) is torch.Tensor and not _COMPILING()):
+        return None
     return _OPS

@@ -268,3 +268,20 @@ fn varlen_descale_index_fits_i32() {
     assert_eq!(data.len(), 77);
     fp8_sdpa::fuzzing::check_validate_varlen(&data);
 }
+
+proptest! {
+    /// `Device::open`'s NVRTC-against-driver check over every version pair, hostile ones
+    /// included (negative, huge): never panics; accepts exactly when NVRTC's major is at most
+    /// the driver's, and a refusal names both versions.
+    #[test]
+    fn nvrtc_driver_check_accepts_exactly_the_loadable_pairs(
+        major in any::<i32>(), minor in any::<i32>(), driver in any::<i32>()
+    ) {
+        let r = fp8_sdpa::compile::nvrtc::check_driver((major, minor), driver);
+        prop_assert_eq!(r.is_ok(), major <= driver / 1000);
+        if let Err(e) = r {
+            let text = e.to_string();
+            prop_assert!(text.contains(&format!("NVRTC {major}.{minor}")), "{}", text);
+        }
+    }
+}

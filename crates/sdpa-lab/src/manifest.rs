@@ -24,6 +24,9 @@ pub struct Manifest {
     pub cpus: usize,
     /// NVRTC version and where it was loaded from, or why not.
     pub nvrtc: Result<String, String>,
+    /// The CUDA version of the build's cudarc bindings (its `cuda-*` feature), the NVRTC major
+    /// it loads; a driver older than that major is refused at `Device::open`.
+    pub cuda_bindings: String,
     /// The GPU, or why there is none.
     pub gpu: Result<fp8_sdpa::runtime::DeviceInfo, String>,
     /// PyTorch, CUDA and cuDNN versions as Python reports them, or why not.
@@ -105,6 +108,10 @@ impl Manifest {
                 .map(|n| n.get())
                 .unwrap_or(1),
             nvrtc,
+            cuda_bindings: {
+                let (a, b) = fp8_sdpa::compile::nvrtc::BINDINGS;
+                format!("{a}.{b}")
+            },
             gpu: device.map(|d| d.info().clone()),
             torch: torch_version(),
         }

@@ -28,6 +28,38 @@ pub fn version() -> Result<(i32, i32)> {
     Ok((major, minor))
 }
 
+/// The CUDA version of this build's cudarc bindings (the `cuda-*` feature), which is also the
+/// NVRTC major it loads (cudarc opens `libnvrtc.so.<major>`).
+pub const BINDINGS: (i32, i32) = if cfg!(feature = "cuda-13000") {
+    (13, 0)
+} else if cfg!(feature = "cuda-12080") {
+    (12, 8)
+} else {
+    (12, 4)
+};
+
+/// Whether NVRTC `nvrtc` (major, minor) makes code the driver of version `driver` (as
+/// `cuDriverGetVersion` gives it: 1000 x major + 10 x minor) can load. NVRTC writes CUBIN for
+/// the exact arch, which a driver of the same major runs from any minor (CUDA's minor version
+/// compatibility) but an older major does not; a newer driver runs it. The error says how to
+/// get a matching pair.
+pub fn check_driver(nvrtc: (i32, i32), driver: i32) -> Result<()> {
+    let driver_major = driver / 1000;
+    if nvrtc.0 <= driver_major {
+        return Ok(());
+    }
+    Err(Error::Unsupported(format!(
+        "NVRTC {}.{} makes code for a CUDA {} driver, but the installed driver is CUDA {}.{}:          update the NVIDIA driver to one for CUDA {}.0 or newer, or build fp8-sdpa for CUDA 12          (`default-features = false, features = [\"cuda-12040\"]`) with NVRTC 12          (`pip install nvidia-cuda-nvrtc-cu12`, its lib folder in {})",
+        nvrtc.0,
+        nvrtc.1,
+        nvrtc.0,
+        driver_major,
+        driver % 1000 / 10,
+        nvrtc.0,
+        libs::NVRTC_ENV
+    )))
+}
+
 /// The options every compile uses, besides the defines.
 pub fn base_options(arch: Arch) -> Vec<String> {
     vec![
@@ -160,4 +192,36 @@ fn check(call: &'static str, r: nv::nvrtcResult) -> Result<()> {
         .to_string_lossy()
         .into_owned();
     Err(Error::Nvrtc { call, message })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvrtc_no_newer_than_the_driver_major_is_accepted() {
+        // Same major, any minor (minor version compatibility); an older NVRTC on a newer driver.
+        assert!(check_driver((13, 0), 13000).is_ok());
+        assert!(check_driver((13, 1), 13000).is_ok());
+        assert!(check_driver((12, 8), 12040).is_ok());
+        assert!(check_driver((12, 4), 13000).is_ok());
+    }
+
+    #[test]
+    fn nvrtc_newer_than_the_driver_is_refused_with_the_fix() {
+        let e = check_driver((13, 0), 12080).unwrap_err().to_string();
+        assert!(e.contains("NVRTC 13.0"), "{e}");
+        assert!(e.contains("driver is CUDA 12.8"), "{e}");
+        assert!(
+            e.contains("cuda-12040") && e.contains("nvidia-cuda-nvrtc-cu12"),
+            "{e}"
+        );
+        assert!(e.contains(libs::NVRTC_ENV), "{e}");
+    }
+
+    #[test]
+    fn bindings_match_the_default_feature() {
+        // The workspace builds with the default feature (cuda-13000).
+        assert_eq!(BINDINGS, (13, 0));
+    }
 }

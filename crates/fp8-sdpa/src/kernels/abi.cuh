@@ -52,3 +52,10 @@ __device__ __forceinline__ void seq_span(const int* cu, int b, int total, int& o
     off = min(max(cu[b], 0), total);
     n = min(max(cu[b + 1], off), total) - off;
 }
+
+// A paged cache's table entry clamped to the pools' `pages` (>= 1): as unsigned, a negative
+// entry is huge, so one min maps every bad entry to the last page. Entries the host did not
+// check never address outside the pools.
+__device__ __forceinline__ long long clamp_page(int entry, int pages) {
+    return min(unsigned(entry), unsigned(pages - 1));
+}

@@ -39,10 +39,8 @@ __device__ __forceinline__ void load_step(const SdpaParams& p, const DecodeParam
                 r = r0 + row;
                 while (r >= d.page_size) r -= d.page_size, ++slot;
             }
-            // slot < max_pages (keys < the clamped length). The entry is clamped to the pools'
-            // pages: as unsigned, a negative one is huge, so one min maps every bad entry to
-            // the last page.
-            const i64 page = min(u32(d.block_table[i64(b) * d.max_pages + slot]), u32(d.pages - 1));
+            // slot < max_pages (keys < the clamped length); the entry clamped to the pools.
+            const i64 page = clamp_page(d.block_table[i64(b) * d.max_pages + slot], d.pages);
             k_off = page * p.k_stride_b + r * p.k_stride_s;
             v_off = page * p.v_stride_b + r * p.v_stride_s;
         } else {
@@ -272,9 +270,9 @@ __device__ __forceinline__ float exact_element(const SdpaParams& p, const Decode
                      p.k_stride_s, p.v_stride_s, paged ? d.block_table + i64(t.b) * d.max_pages : nullptr,
                      p.k_stride_b, p.v_stride_b, d.page_size, d.pages};
     const T* q = reinterpret_cast<const T*>(p.q) + t.b * p.q_stride_b + ps * p.q_stride_s + hq * p.q_stride_h;
-    float exact[1];
-    return exact_columns<D, 1, ONE, T, KvT>(exact, q, kv, sc.sl2, lse2, sc.vd, t.begin, limit, limit, t.end, col) ? exact[0]
-                                                                                                          : out;
+    exact_columns<D, 1, ONE, T, KvT>(q, kv, sc.sl2, lse2, sc.vd, t.begin, limit, limit, t.end, col,
+                                     [&](int, float lo, float) { out = lo; });
+    return out;
 }
 #endif
 

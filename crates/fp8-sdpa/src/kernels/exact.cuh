@@ -12,11 +12,11 @@
 // it attends) and stands. Scanning V on every tile with a mask edge instead cost up to 9 %
 // (docs/perf-notes.md, issue 44).
 //
-// The recompute is out of line (__noinline__) and takes scalars: inlined, its registers joined
-// the main loop's allocation (a spill inside Hopper's FP8 loop, 5-10 more registers in the
-// portable tiles).
+// The rare path takes scalars and recomputes a column pair at a time, so that its registers do
+// not join the hot loop's allocation.
 #pragma once
 #include "types.cuh"
+#include "abi.cuh"
 
 // chk stays 0 while every value folded in is finite: x * 0 is NaN only for Inf and NaN, and a
 // finite x gives +-0, which added to +0 is +0. Inline PTX, so that no compiler folds x * 0.
@@ -30,9 +30,10 @@ template <> __device__ __forceinline__ void fold_nonfinite<bf16_t>(u32& chk, u32
 
 __device__ __forceinline__ bool nonfinite(float x) { return !(fabsf(x) <= 3.402823466e38f); }
 
-// Where a row's key j lives: K at k + at(j) * ... (elements of KT), V likewise. Strided: key
-// rows `ks`/`vs` elements apart from key 0. Paged: key j is row j % page_size of the page the
-// table names for slot j / page_size, clamped to the pools (as the decode kernel's copies).
+// Where a row's key j lives: K at k + off(j, ks, kpage) elements of KT, V likewise. Strided:
+// key rows `ks`/`vs` elements apart from key 0. Paged: key j is row j % page_size of the page
+// the table names for slot j / page_size, clamped to the pools (clamp_page, as the decode
+// kernel's copies).
 struct KeyRows {
     const void* k;
     const void* v;
@@ -43,7 +44,7 @@ struct KeyRows {
     __device__ i64 off(int j, i64 per_key, i64 per_page) const {
         if (table == nullptr) return j * per_key;
         const int slot = j / page_size;
-        const i64 page = min(u32(table[slot]), u32(pages - 1));
+        const i64 page = clamp_page(table[slot], pages);
         return page * per_page + (j - slot * page_size) * per_key;
     }
 };
@@ -59,39 +60,53 @@ template <ColLayout L> __device__ __forceinline__ int exact_col(int c, int t) {
     return t;
 }
 
-// The rare path for one row: if a key in [masked0, masked1) (keys the row may have multiplied
-// without seeing them) holds a non-finite V in one of this thread's NC columns, returns true
-// and sets out[c] = vd * sum over keys j in [seen0, seen1) of 2^(q.k_j * sl2 - lse2) * V(j)[col(c)],
-// the exact output of the keys the row sees (none: 0). sl2 is a score's log2 scale per q.k of
-// stored codes (scale_log2 * q_descale * k_descale), lse2 the row's log-sum-exp in log2 units
-// as the kernel writes it.
-template <int D, int NC, ColLayout L, typename QT, typename KT>
-__device__ __noinline__ bool exact_columns(float (&out)[NC], const QT* q, KeyRows kv, float sl2, float lse2, float vd,
-                                           int seen0, int seen1, int masked0, int masked1, int t) {
+// Hides x from the optimizer: the rare path's arithmetic on kernel parameters stays inside it
+// instead of being hoisted out of a persistent tile loop into a register held across it.
+__device__ __forceinline__ int opaque(int x) {
+    asm volatile("mov.b32 %0, %0;" : "+r"(x));
+    return x;
+}
+
+// The rare path for one row, inline and in few registers (the gates allow no stack frame, so
+// no call; a column pair at a time, so nothing the hot loop's allocation has to make room
+// for): if a key in [masked0, masked1) (keys the row may have multiplied without seeing them)
+// holds a non-finite V in one of this thread's NC columns, each pair of columns c, c + 1 gets
+// vd * sum over keys j in [seen0, seen1) of 2^(q.k_j * sl2 - lse2) * V(j)[col], the exact
+// output of the keys the row sees (none: 0), through st(c, lo, hi). sl2 is a score's log2
+// scale per q.k of stored codes (scale_log2 * q_descale * k_descale), lse2 the row's
+// log-sum-exp in log2 units as the kernel writes it.
+template <int D, int NC, ColLayout L, typename QT, typename KT, typename Store>
+__device__ __forceinline__ void exact_columns(const QT* q, const KeyRows& kv, float sl2, float lse2, float vd,
+                                              int seen0, int seen1, int masked0, int masked1, int t,
+                                              const Store& st) {
     const KT* k = reinterpret_cast<const KT*>(kv.k);
     const KT* v = reinterpret_cast<const KT*>(kv.v);
     bool hit = false;
     for (int j = masked0; j < masked1 && !hit; ++j) {
         const KT* vj = v + kv.off(j, kv.vs, kv.vpage);
-#pragma unroll
+#pragma unroll 1
         for (int c = 0; c < NC; ++c) hit |= nonfinite(to_float(vj[exact_col<L>(c, t)]));
     }
-    if (!hit) return false;
+    if (!hit) return;
+    constexpr int W = NC < 2 ? 1 : 2;  // columns per pass
+#pragma unroll 1
+    for (int c = 0; c < NC; c += W) {
+        float acc[W];
 #pragma unroll
-    for (int c = 0; c < NC; ++c) out[c] = 0.f;
-    for (int j = seen0; j < seen1; ++j) {
-        const KT* kj = k + kv.off(j, kv.ks, kv.kpage);
-        float s = 0.f;
+        for (int i = 0; i < W; ++i) acc[i] = 0.f;
+#pragma unroll 1
+        for (int j = seen0; j < seen1; ++j) {
+            const KT* kj = k + kv.off(j, kv.ks, kv.kpage);
+            float s = 0.f;
 #pragma unroll 2
-        for (int d = 0; d < D; ++d) s = fmaf(to_float(q[d]), to_float(kj[d]), s);
-        const float pj = exp2f(fmaf(s, sl2, -lse2));
-        const KT* vj = v + kv.off(j, kv.vs, kv.vpage);
+            for (int d = 0; d < D; ++d) s = fmaf(to_float(q[d]), to_float(kj[d]), s);
+            const float pj = exp2f(fmaf(s, sl2, -lse2));
+            const KT* vj = v + kv.off(j, kv.vs, kv.vpage);
 #pragma unroll
-        for (int c = 0; c < NC; ++c) out[c] = fmaf(pj, to_float(vj[exact_col<L>(c, t)]), out[c]);
+            for (int i = 0; i < W; ++i) acc[i] = fmaf(pj, to_float(vj[exact_col<L>(c + i, t)]), acc[i]);
+        }
+        st(c, acc[0] * vd, acc[W - 1] * vd);
     }
-#pragma unroll
-    for (int c = 0; c < NC; ++c) out[c] *= vd;
-    return true;
 }
 
 // exact_columns for a row that sees keys [0, seen), whose 16-bit output words this thread
@@ -99,8 +114,6 @@ __device__ __noinline__ bool exact_columns(float (&out)[NC], const QT* q, KeyRow
 template <int D, ColLayout L, typename QT, typename KT, typename OutT, typename Store>
 __device__ __forceinline__ void exact_row(const QT* q, const KeyRows& kv, float sl2, float lse2, float vd, int seen,
                                           int masked0, int masked1, int t, const Store& st) {
-    float out[D / 4];
-    if (!exact_columns<D, D / 4, L, QT, KT>(out, q, kv, sl2, lse2, vd, 0, seen, masked0, masked1, t)) return;
-#pragma unroll
-    for (int c = 0; c < D / 4; c += 2) st(c, pack2<OutT>(out[c], out[c + 1]));
+    exact_columns<D, D / 4, L, QT, KT>(q, kv, sl2, lse2, vd, 0, seen, masked0, masked1, t,
+                                       [&](int c, float lo, float hi) { st(c, pack2<OutT>(lo, hi)); });
 }

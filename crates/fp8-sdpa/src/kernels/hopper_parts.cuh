@@ -176,10 +176,10 @@ __device__ __forceinline__ void turn_pass(int cw) { if (PINGPONG) bar_arrive(TUR
 // quad); exact values overwrite what was stored, in the staging tile (lr: the row within the
 // warpgroup's 64) or in O. Under causal a row multiplied the keys after its diagonal, and a
 // varlen sequence its neighbour's keys past its end, up to its last visited block; dense keys
-// past seq_kv were zero-filled by TMA. Out of line, from p and the tile's coordinates: inlined,
-// its loop-invariant arithmetic (heads_q / heads_kv) was hoisted out of the persistent tile
-// loop and held a register across the key loop (6 % on D64 causal tiles).
-__device__ __noinline__ void exact_rows(const SdpaParams& p, int hq, int b, int bc, int m_block, u32 o_tile, int q0,
+// past seq_kv were zero-filled by TMA. From p and the tile's coordinates, heads_q / heads_kv
+// behind `opaque`: hoisted out of the persistent tile loop, it held a register across the key
+// loop (6 % on D64 causal tiles).
+__device__ __forceinline__ void exact_rows(const SdpaParams& p, int hq, int b, int bc, int m_block, u32 o_tile, int q0,
                                         int lr0, int t4, float l0, float l1, float m0, float m1, float sl2,
                                         float o_scale) {
     const float lq[2] = {l0, l1}, m[2] = {m0, m1};
@@ -188,7 +188,7 @@ __device__ __noinline__ void exact_rows(const SdpaParams& p, int hq, int b, int 
         seq_span(p.cu_seqlens_q, b, p.total_q, q_off, n_q);
         seq_span(p.cu_seqlens_k, b, p.total_k, k_off, n_k);
     }
-    const int hkv = hq / (p.heads_q / p.heads_kv);
+    const int hkv = hq / (opaque(p.heads_q) / opaque(p.heads_kv));
     // The tile's visited keys, as the scheduler counts them (Scheduler::at), read past the
     // sequence only inside the packed tensor.
     int end = n_k;

@@ -175,7 +175,7 @@ __device__ __forceinline__ void kv_operands(u8* smem, u32 stg, int j, int slot, 
 }
 
 // The computing warps' side of one work tile.
-__device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Work& w) {
+__device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const SdpaParams& p0, const Work& w) {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     constexpr int NT = CONSUMERS * 32;
     const Scales sc(p, w);
@@ -308,7 +308,7 @@ __device__ __forceinline__ void consume(u8* smem, const SdpaParams& p, const Wor
         if constexpr (STAGES == 1 && !RING1) __syncthreads();  // slot 0 is refilled next
     }
     wait_groups<0>();
-    write_out(ws, p, w, row_w, warp, lane, v_ds);
+    write_out(ws, p, p0, w, row_w, warp, lane, v_ds);
 }
 
 // The block's work tile. Causal: grid (heads_q, G, sections · m_blocks) over sections of G
@@ -327,9 +327,9 @@ __device__ __forceinline__ void run_blocks(u8* smem, const SdpaParams& p) {
     if constexpr (VARLEN) {
         SdpaParams v = p;  // the block's sequence, none past its end
         if (!varlen_view(v, w.b, w.m0 / BM)) return;
-        consume(smem, v, make_work(v, w.m0 / BM, w.hq, w.b));
+        consume(smem, v, p, make_work(v, w.m0 / BM, w.hq, w.b));
     } else {
-        consume(smem, p, w);
+        consume(smem, p, p, w);
     }
 }
 

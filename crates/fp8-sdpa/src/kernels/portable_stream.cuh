@@ -159,7 +159,7 @@ __device__ __forceinline__ void consume_stream(u8* smem, const SdpaParams& p) {
                            (it + AHEAD) % STAGES, (it + AHEAD) % STG_BUFS);
                 mbar_arrive(done_bar + 8 * (it % STG_BUFS));
             }
-            write_out(ws, p, w, row_w, warp, lane, v_ds);
+            write_out(ws, p, p, w, row_w, warp, lane, v_ds);
             prev_n = w.n_tiles;
         }
         commit();

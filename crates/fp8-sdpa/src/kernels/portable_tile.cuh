@@ -265,39 +265,49 @@ __device__ __forceinline__ void compute_tile(WarpState& ws, const Addrs& ad, u8*
 // exact.cuh's rare path for this lane's rows, after every store of the epilogue (ws.l: the
 // rows' sums over their quads). Under causal a row multiplied keys after its diagonal up to
 // the block's last visited tile, at most BM + BN past it (keys past seq_kv were zero-filled);
-// it sees keys [0, row + seq_kv - seq_q]. Everything comes from p and the work tile's
-// coordinates: values kept for it across the key loop would take registers there.
-__device__ __forceinline__ void exact_rows(const WarpState& ws, const SdpaParams& p, const Work& w, int row_w,
+// it sees keys [0, row + seq_kv - seq_q]. Everything comes from the kernel's parameters p0
+// and the work tile's coordinates (a varlen sequence's offsets read again): the block's
+// variable-length view lives in registers, and keeping its pointers for this would hold them
+// across the key loop (spills in the varlen tiles).
+__device__ __forceinline__ void exact_rows(const WarpState& ws, const SdpaParams& p0, const Work& w, int row_w,
                                            int warp, int t, int g, float v_ds) {
-    const int hkv = w.hq / (p.heads_q / p.heads_kv);
-    const float q_ds = p.q_descale ? p.q_descale[w.b * p.q_descale_stride_b + w.hq] : 1.f;
-    const float k_ds = p.k_descale ? p.k_descale[w.b * p.kv_descale_stride_b + hkv] : 1.f;
-    const KeyRows kv{(const kv_t*)p.k + (long long)w.b * p.k_stride_b + (long long)hkv * p.k_stride_h,
-                     (const kv_t*)p.v + (long long)w.b * p.v_stride_b + (long long)hkv * p.v_stride_h,
-                     p.k_stride_s, p.v_stride_s, nullptr, 0, 0, 0, 0};
+    int q0 = 0, k0 = 0, n_q = p0.seq_q, n_k = p0.seq_kv;
+    if constexpr (VARLEN) {
+        seq_span(p0.cu_seqlens_q, w.b, p0.total_q, q0, n_q);
+        seq_span(p0.cu_seqlens_k, w.b, p0.total_k, k0, n_k);
+    }
+    const int hkv = w.hq / (opaque(p0.heads_q) / opaque(p0.heads_kv));
+    const float q_ds = p0.q_descale ? p0.q_descale[w.b * p0.q_descale_stride_b + w.hq] : 1.f;
+    const float k_ds = p0.k_descale ? p0.k_descale[w.b * p0.kv_descale_stride_b + hkv] : 1.f;
+    const KeyRows kv{(const kv_t*)p0.k + (long long)w.b * p0.k_stride_b + (long long)k0 * p0.k_stride_s +
+                         (long long)hkv * p0.k_stride_h,
+                     (const kv_t*)p0.v + (long long)w.b * p0.v_stride_b + (long long)k0 * p0.v_stride_s +
+                         (long long)hkv * p0.v_stride_h,
+                     p0.k_stride_s, p0.v_stride_s, nullptr, 0, 0, 0, 0};
 #pragma unroll
     for (int i = 0; i < 2 * R; ++i) {
         const int mi = i / 2, h = i % 2;
         const int row = row_w + frag_off(warp, mi) + g + 8 * h;
-        if (row >= p.seq_q) continue;
-        const int seen = max(0, min(p.seq_kv, row + p.seq_kv - p.seq_q + 1));
-        const int masked = min(p.seq_kv, row + p.seq_kv - p.seq_q + 1 + BM + BN);
-        const q_t* q = (const q_t*)p.q + (long long)w.b * p.q_stride_b + (long long)row * p.q_stride_s +
-                       (long long)w.hq * p.q_stride_h;
-        o_t* orow = (o_t*)p.o + (long long)w.b * p.o_stride_b + (long long)w.hq * p.o_stride_h +
-                    (long long)row * p.o_stride_s;
+        if (row >= n_q) continue;
+        const int seen = max(0, min(n_k, row + n_k - n_q + 1));
+        const int masked = min(n_k, row + n_k - n_q + 1 + BM + BN);
+        const long long at = (long long)q0 + row;
+        const q_t* q = (const q_t*)p0.q + (long long)w.b * p0.q_stride_b + at * p0.q_stride_s +
+                       (long long)w.hq * p0.q_stride_h;
+        o_t* orow = (o_t*)p0.o + (long long)w.b * p0.o_stride_b + (long long)w.hq * p0.o_stride_h + at * p0.o_stride_s;
         exact_row<D, FRAG ? QUADS : PAIRS, q_t, kv_t, o_t>(
-            q, kv, p.scale_log2 * q_ds * k_ds, ws.m[mi][h] + log2f(ws.l[mi][h]), v_ds, seen, seen, masked, t,
+            q, kv, p0.scale_log2 * q_ds * k_ds, ws.m[mi][h] + log2f(ws.l[mi][h]), v_ds, seen, seen, masked, t,
             [&](int c, u32 word) { stg_u32(orow + exact_col<FRAG ? QUADS : PAIRS>(c, t), word); });
     }
 }
 
 // ==== Step 4: epilogue ===========================================================================
-// O = acc · v_descale / l for this warp's rows, and LSE. Fully masked rows (l == 0) give 0
+// O = acc · v_descale / l for this warp's rows, and LSE (p: the block's view of its sequence,
+// p0: the kernel's parameters). Fully masked rows (l == 0) give 0
 // and -inf; a NaN l gives NaN. Causal: a row whose stored values came out non-finite takes
 // exact.cuh's rare path once every row is stored (a masked key's non-finite V).
-__device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, const Work& w, int row_w, int warp,
-                                          int lane, float v_ds) {
+__device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, const SdpaParams& p0, const Work& w,
+                                          int row_w, int warp, int lane, float v_ds) {
     const int g = lane >> 2, t = lane & 3;
     o_t* o = (o_t*)p.o + (long long)w.b * p.o_stride_b + (long long)w.hq * p.o_stride_h;
     u32 chk = 0;  // 0 while every stored value is finite (exact.cuh)
@@ -306,15 +316,10 @@ __device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, co
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const float l = quad_sum(ws.l[mi][h]);
-            ws.l[mi][h] = l;  // the row's, for exact_rows
+            if constexpr (CAUSAL) ws.l[mi][h] = l;  // the row's, for exact_rows
             const bool empty = l == 0.f;
             const float inv = empty ? 0.f : v_ds / l;
             const int row = row_w + frag_off(warp, mi) + g + 8 * h;
-            const auto put = [&](o_t* at, float lo, float hi) {
-                const u32 word = pack2<o_t>(lo * inv, hi * inv);
-                stg_u32(at, word);
-                if constexpr (CAUSAL) fold_nonfinite<o_t>(chk, word);
-            };
             if (row < p.seq_q) {
                 o_t* orow = o + (long long)row * p.o_stride_s;
                 if constexpr (FRAG) {
@@ -324,12 +329,26 @@ __device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, co
                     for (int c = 0; c < D / 16; ++c) {
                         const float* ev = ws.o[mi][2 * c];
                         const float* od = ws.o[mi][2 * c + 1];
-                        put(orow + 16 * c + 4 * t, ev[2 * h], od[2 * h]);
-                        put(orow + 16 * c + 4 * t + 2, ev[2 * h + 1], od[2 * h + 1]);
+                        const u32 w0 = pack2<o_t>(ev[2 * h] * inv, od[2 * h] * inv);
+                        const u32 w1 = pack2<o_t>(ev[2 * h + 1] * inv, od[2 * h + 1] * inv);
+                        stg_u32(orow + 16 * c + 4 * t, w0);
+                        stg_u32(orow + 16 * c + 4 * t + 2, w1);
+                        if constexpr (CAUSAL) {
+                            fold_nonfinite<o_t>(chk, w0);
+                            fold_nonfinite<o_t>(chk, w1);
+                        }
                     }
                 } else {
 #pragma unroll
-                    for (int dt = 0; dt < D / 8; ++dt) put(orow + 8 * dt + 2 * t, ws.o[mi][dt][2 * h], ws.o[mi][dt][2 * h + 1]);
+                    for (int dt = 0; dt < D / 8; ++dt) {
+                        if constexpr (CAUSAL) {
+                            const u32 word = pack2<o_t>(ws.o[mi][dt][2 * h] * inv, ws.o[mi][dt][2 * h + 1] * inv);
+                            fold_nonfinite<o_t>(chk, word);
+                            stg_u32(orow + 8 * dt + 2 * t, word);
+                        } else {  // as before the check (the same SASS)
+                            stg_u32(orow + 8 * dt + 2 * t, pack2<o_t>(ws.o[mi][dt][2 * h] * inv, ws.o[mi][dt][2 * h + 1] * inv));
+                        }
+                    }
                 }
                 if (p.lse && t == 0) {
                     // [batch, heads_q, seq_q]; varlen [heads_q, total_q] from the sequence's
@@ -341,6 +360,6 @@ __device__ __forceinline__ void write_out(WarpState& ws, const SdpaParams& p, co
             }
         }
     if constexpr (CAUSAL) {
-        if (chk != 0u) exact_rows(ws, p, w, row_w, warp, t, g, v_ds);
+        if (chk != 0u) exact_rows(ws, p0, w, row_w, warp, t, g, v_ds);
     }
 }

@@ -116,6 +116,9 @@ impl Device {
         let mut driver_version = 0i32;
         // SAFETY: the driver is loaded and initialized (context created); valid out-pointer.
         unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) };
+        // Code from an NVRTC newer than the driver would fail at every module load with a
+        // driver error that names neither: refuse here, saying what matches.
+        crate::compile::nvrtc::check_driver(crate::compile::nvrtc::version()?, driver_version)?;
         let info = DeviceInfo {
             ordinal,
             name: ctx
