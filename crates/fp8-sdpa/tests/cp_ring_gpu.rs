@@ -43,7 +43,7 @@ impl Rank {
         let dev = Device::open(r).expect("a GPU per rank");
         let stream = dev.new_stream().unwrap();
         let comm = Communicator::init(
-            dev.new_stream().unwrap(),
+            dev.new_priority_stream().unwrap(),
             r,
             2,
             &id,

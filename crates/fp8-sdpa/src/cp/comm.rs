@@ -17,7 +17,7 @@
 //! let dev = fp8_sdpa::runtime::Device::open(0)?;
 //! // Rank 0 makes the id and hands its bytes to the other ranks (a file, a socket...).
 //! let id = cudarc::nccl::safe::Id::new().expect("NCCL id");
-//! let comm = Communicator::init(dev.new_stream()?, 0, 2, &id, Duration::from_secs(60))?;
+//! let comm = Communicator::init(dev.new_priority_stream()?, 0, 2, &id, Duration::from_secs(60))?;
 //! # Ok(()) }
 //! ```
 
@@ -114,6 +114,12 @@ fn check(comm: sys::ncclComm_t, r: sys::ncclResult_t, timeout: Duration, what: &
 impl Communicator {
     /// Joins rank `rank` of `world_size` to the communicator `id` names, its work on `stream`.
     /// Waits at most `timeout` for every rank to join; on error nothing is left behind.
+    /// Give it a stream of [`Device::new_priority_stream`](crate::runtime::Device::new_priority_stream):
+    /// on a normal stream, transfers that reach the GPU after a kernel filling every SM start
+    /// only once its last blocks have started, which this communicator's do more often than a
+    /// blocking one's (2 ranks, S 32k causal, a pass: 4.83 ms on a normal stream, 4.50-4.58 on
+    /// a high-priority one, 4.43 with a blocking communicator; perf-notes, "A peer that
+    /// left").
     pub fn init(
         stream: Arc<CudaStream>,
         rank: usize,

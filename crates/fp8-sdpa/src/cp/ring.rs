@@ -515,6 +515,16 @@ impl Ring {
                 (&s1[0], &mut s0[0])
             };
             let pending = if step + 1 < p {
+                // The group receives into the slot the previous step (or the previous pass)
+                // read. cudarc keeps one read event per buffer, the last reader's: the
+                // previous group's send of that slot (on NCCL's stream) replaced the
+                // attention's, so the transfer stream waits for this stream's work explicitly.
+                let done = stream
+                    .record_event(None)
+                    .map_err(drv("recording the step's event"))?;
+                comm.stream()
+                    .wait(&done)
+                    .map_err(drv("ordering the transfers after the step"))?;
                 let [rk, rv] = other;
                 let to = (r + 1) % p;
                 let from = (r + p - 1) % p;

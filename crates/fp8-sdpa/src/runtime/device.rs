@@ -173,6 +173,29 @@ impl Device {
             .map_err(Error::driver("creating a stream"))
     }
 
+    /// A new stream whose kernels the GPU starts ahead of other streams' pending blocks (the
+    /// highest priority the context allows). For short work that must not queue behind a long
+    /// kernel that fills every SM, such as the NCCL transfers of [`crate::cp`]: on a
+    /// normal-priority stream a transfer queued after such a kernel starts only when that
+    /// kernel's last blocks have started.
+    ///
+    /// ```no_run
+    /// # fn main() -> fp8_sdpa::Result<()> {
+    /// let dev = fp8_sdpa::runtime::Device::open(0)?;
+    /// let transfers = dev.new_priority_stream()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn new_priority_stream(&self) -> Result<Arc<CudaStream>> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(Error::driver("binding the context"))?;
+        let (_, greatest) = cudarc::driver::result::stream::get_priority_range()
+            .map_err(Error::driver("reading the stream priority range"))?;
+        self.ctx
+            .new_stream_with_priority(greatest)
+            .map_err(Error::driver("creating a stream"))
+    }
+
     /// A helper module (not an attention kernel) compiled from `src` with `defines`, loaded
     /// once per distinct define set.
     #[doc(hidden)]

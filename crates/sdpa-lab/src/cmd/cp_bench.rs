@@ -356,7 +356,8 @@ fn rank_main(a: &Args, r: usize) -> Result<ExitCode> {
     let p = precision(a);
     let dev = Device::open(r)?;
     let stream = dev.new_stream()?;
-    let comm_stream = dev.new_stream()?;
+    // NCCL's transfers on a high-priority stream (`Communicator::init` says why).
+    let comm_stream = dev.new_priority_stream()?;
     let id = nccl_id(
         r,
         a.id_file
