@@ -11,6 +11,11 @@
 //! refuses any other with [`Error::InvalidInput`]: borrow every tensor of a call on the
 //! stream you pass to the call (make that stream wait on an event first if the data was
 //! written elsewhere).
+//!
+//! cudarc keeps one read event per slice, the last reader's. A slice read by calls on two
+//! streams and then written or dropped is ordered after the later reader's stream only, so
+//! before writing or dropping it make the writer's (or the slice's own) stream wait on every
+//! stream that read it, or synchronize them (docs/SECURITY.md, "Streams").
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
