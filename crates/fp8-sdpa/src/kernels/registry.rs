@@ -46,7 +46,7 @@ pub fn specs_of(variant: Variant) -> impl Iterator<Item = KernelSpec> {
 
 /// The registered specs that `arch` can run: [`registered`] less the specs whose shared
 /// memory exceeds the arch's opt-in limit (e.g. a 192 KB D256 tile is registered for
-/// sm_90a's 227 KB, not for sm_80's 163 KB) and, off sm_90a, the [`HOPPER_ONLY`] variants.
+/// sm_90a's 227 KB, not for sm_80's 163 KB) and, off sm_90a, the `HOPPER_ONLY` variants.
 /// What `check` compiles and `verify` runs per arch.
 pub fn registered_for(arch: Arch) -> Vec<KernelSpec> {
     registered()
