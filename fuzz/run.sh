@@ -34,15 +34,33 @@ start=$SECONDS
 RUSTFLAGS="$flags" cargo build --quiet --release --manifest-path fuzz/Cargo.toml --target "$host" --bins
 echo "    built in $((SECONDS - start))s"
 [ "$secs" = 0 ] && exit 0
-for t in "${targets[@]}"; do
+# One target per core at a time (each run is single-threaded).
+jobs=$(nproc 2>/dev/null || echo 2)
+run_one() {
+  local t=$1 log="fuzz/artifacts/$1/last-run.log"
   mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
-  log="fuzz/artifacts/$t/last-run.log"
-  if ! "fuzz/target/$host/release/$t" -max_total_time="$secs" -seed="${FUZZ_SEED:-1}" -artifact_prefix="fuzz/artifacts/$t/" \
-      "fuzz/corpus/$t" >"$log" 2>&1; then
-    tail -n 40 "$log"
-    echo "fuzz target $t failed; its input is in fuzz/artifacts/$t/ (fuzz/README.md: replaying)" >&2
-    exit 1
+  "fuzz/target/$host/release/$t" -max_total_time="$secs" -seed="${FUZZ_SEED:-1}" -artifact_prefix="fuzz/artifacts/$t/" \
+    "fuzz/corpus/$t" >"$log" 2>&1
+}
+pids=() names=()
+failed=()
+reap() {  # waits for the oldest run and reports it
+  local t=${names[0]}
+  if wait "${pids[0]}"; then
+    echo "    $t: $(grep -o 'Done [0-9]* runs' "fuzz/artifacts/$t/last-run.log" | sed 's/Done //') in ${secs}s"
+  else
+    failed+=("$t")
   fi
-  echo "    $t: $(grep -o 'Done [0-9]* runs' "$log" | sed 's/Done //') in ${secs}s"
+  pids=("${pids[@]:1}") names=("${names[@]:1}")
+}
+for t in "${targets[@]}"; do
+  [ ${#pids[@]} -ge "$jobs" ] && reap
+  run_one "$t" & pids+=($!) names+=("$t")
 done
+while [ ${#pids[@]} -gt 0 ]; do reap; done
+for t in "${failed[@]}"; do
+  tail -n 40 "fuzz/artifacts/$t/last-run.log"
+  echo "fuzz target $t failed; its input is in fuzz/artifacts/$t/ (fuzz/README.md: replaying)" >&2
+done
+[ ${#failed[@]} = 0 ] || exit 1
 echo "    fuzz build and runs: $((SECONDS - start))s"
