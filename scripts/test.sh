@@ -66,7 +66,9 @@ fi
 # Python and fuzz steps, which leave a core idle part of the time (linking, pytest, the
 # single-threaded fuzz runs); its log is printed when it ends.
 step "sdpa-lab check --arch sm_80,sm_90a (started, runs beside the next steps)"
-cargo build --quiet -p sdpa-lab
+# cargo test built the lab's binary (its integration tests run it); a build of the package
+# alone would recompile with other features.
+[ -x target/debug/sdpa-lab ] || cargo build --quiet -p sdpa-lab
 check_log=$(mktemp)
 check_pid=
 trap 'kill "$check_pid" 2>/dev/null; rm -f "$log" "$check_log"' EXIT
