@@ -272,7 +272,10 @@ impl Communicator {
     /// non-blocking communicator queues it on its own thread): the returned [`Pending`] holds
     /// the buffers' borrows until [`Pending::wait`] has seen it queued (bounded wait: the
     /// first transfers between two ranks set up their connection), so that their events
-    /// follow the transfers. Work for other buffers can be queued in between.
+    /// follow the transfers. Work for other buffers can be queued in between. A sent buffer's
+    /// read event becomes the transfer stream's (cudarc keeps one per buffer), so work on
+    /// another stream that also read it is no longer tracked: before writing into such a
+    /// buffer, order the writer after that stream explicitly (as `Ring` does each step).
     pub fn start_send_recv<'a>(
         &'a self,
         send: [&'a CudaSlice<u8>; 2],
