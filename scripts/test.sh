@@ -5,7 +5,7 @@
 #   2. cargo fmt --check, clippy with warnings as errors;
 #   3. cargo test (GPU tests are #[ignore]d with a reason; pass --gpu to include them);
 #   4. sdpa-lab check for sm_80 and sm_90a (compiles every registered kernel, resource gates),
-#      in the background beside steps 5-7;
+#      in the background, beside the test run and steps 5-7;
 #   5. cargo package of every crate (metadata, versioned dependencies, the files each ships;
 #      `cargo package --workspace` without --no-verify also builds each from its package);
 #   6. python/test.sh: the Python package (maturin wheel in target/py/) and its CPU-side tests;
@@ -54,28 +54,29 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-step "cargo test"
+step "cargo test: build"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+check_log=$(mktemp)
+check_pid=
+trap 'kill "$check_pid" 2>/dev/null; rm -f "$log" "$check_log"' EXIT
+cargo test --workspace --no-run --quiet
+# The kernel check (NVRTC, about half of this command's CPU time) runs beside the tests and
+# the package, Python and fuzz steps, which leave a core idle part of the time (single-
+# threaded tests, linking, pytest, the fuzz runs); its log is printed when it ends. It runs
+# the lab's binary that the test build made (its integration tests run it; building the
+# package alone would recompile it with other features).
+step "sdpa-lab check --arch sm_80,sm_90a (started, runs beside the next steps)"
+[ -x target/debug/sdpa-lab ] || cargo build --quiet -p sdpa-lab
+t_check=$SECONDS
+( target/debug/sdpa-lab check --arch sm_80,sm_90a --summary >"$check_log" 2>&1; echo "rc=$?" >>"$check_log"
+  echo "elapsed=$((SECONDS - t_check))" >>"$check_log" ) &
+check_pid=$!
+step "cargo test: run"
 if [ "$gpu" = 1 ]; then
   cargo test --workspace -- --include-ignored 2>&1 | tee "$log"
 else
   cargo test --workspace 2>&1 | tee "$log"
 fi
-# The kernel check (NVRTC, about half of this command's CPU time) runs beside the package,
-# Python and fuzz steps, which leave a core idle part of the time (linking, pytest, the
-# single-threaded fuzz runs); its log is printed when it ends.
-step "sdpa-lab check --arch sm_80,sm_90a (started, runs beside the next steps)"
-# cargo test built the lab's binary (its integration tests run it); a build of the package
-# alone would recompile with other features.
-[ -x target/debug/sdpa-lab ] || cargo build --quiet -p sdpa-lab
-check_log=$(mktemp)
-check_pid=
-trap 'kill "$check_pid" 2>/dev/null; rm -f "$log" "$check_log"' EXIT
-t_check=$SECONDS
-( target/debug/sdpa-lab check --arch sm_80,sm_90a --summary >"$check_log" 2>&1; echo "rc=$?" >>"$check_log"
-  echo "elapsed=$((SECONDS - t_check))" >>"$check_log" ) &
-check_pid=$!
 step "cargo package --workspace"
 cargo package --workspace --no-verify --allow-dirty --quiet
 step "Python package (python/test.sh)"
