@@ -58,7 +58,7 @@ step "cargo test: build"
 log=$(mktemp)
 check_log=$(mktemp)
 check_pid=
-trap 'kill "$check_pid" 2>/dev/null; rm -f "$log" "$check_log"' EXIT
+trap '[ -z "$check_pid" ] || kill "$check_pid" 2>/dev/null || true; rm -f "$log" "$check_log"' EXIT
 cargo test --workspace --no-run --quiet
 # The kernel check (NVRTC, about half of this command's CPU time) runs beside the tests and
 # the package, Python and fuzz steps, which leave a core idle part of the time (single-
