@@ -46,18 +46,20 @@ unsafe impl Send for Communicator {}
 
 /// A failed NCCL call, with NCCL's own last message.
 fn failed(comm: sys::ncclComm_t, what: &str, r: sys::ncclResult_t) -> Error {
-    // SAFETY: both return static or per-communicator strings that NCCL keeps alive; a null
-    // communicator is allowed for ncclGetLastError.
     let text = |p: *const std::ffi::c_char| {
         if p.is_null() {
             String::new()
         } else {
+            // SAFETY: p is non-null and one of the two strings below: NUL-terminated, kept
+            // alive by NCCL (static, or the communicator's last-error buffer) while we copy it.
             unsafe { std::ffi::CStr::from_ptr(p) }
                 .to_string_lossy()
                 .into_owned()
         }
     };
+    // SAFETY: takes any result code and returns a static string.
     let name = text(unsafe { sys::ncclGetErrorString(r) });
+    // SAFETY: `comm` is a communicator NCCL handed out or null, both of which it accepts.
     let last = text(unsafe { sys::ncclGetLastError(comm) });
     Error::Unsupported(format!(
         "NCCL {what}: {r:?} ({name}){}",
