@@ -285,3 +285,22 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The ranks handed to NCCL (`cp::nccl_rank`, the communicator's init and its transfers'
+    /// peers) over hostile sizes: never panics; accepted exactly when the world size is in
+    /// 1..=i32::MAX and the rank below it, and then the narrowing to i32 is lossless.
+    #[test]
+    fn nccl_ranks_narrow_losslessly_or_are_refused(
+        rank in prop_oneof![0usize..8, any::<usize>()],
+        world in prop_oneof![0usize..8, any::<usize>(), Just(i32::MAX as usize), Just(i32::MAX as usize + 1)],
+    ) {
+        let r = fp8_sdpa::cp::nccl_rank(rank, world);
+        let ok = world >= 1 && world <= i32::MAX as usize && rank < world;
+        prop_assert_eq!(r.is_ok(), ok);
+        if let Ok((ri, wi)) = r {
+            prop_assert_eq!(ri as usize, rank);
+            prop_assert_eq!(wi as usize, world);
+        }
+    }
+}

@@ -25,7 +25,7 @@ pub struct Manifest {
     /// NVRTC version and where it was loaded from, or why not.
     pub nvrtc: Result<String, String>,
     /// The CUDA version of the build's cudarc bindings (its `cuda-*` feature), the NVRTC major
-    /// it loads; a driver older than that major is refused at `Device::open`.
+    /// it looks for first; an NVRTC newer than the driver is refused at `Device::open`.
     pub cuda_bindings: String,
     /// The GPU, or why there is none.
     pub gpu: Result<fp8_sdpa::runtime::DeviceInfo, String>,

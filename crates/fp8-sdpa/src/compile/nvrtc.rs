@@ -29,7 +29,8 @@ pub fn version() -> Result<(i32, i32)> {
 }
 
 /// The CUDA version of this build's cudarc bindings (the `cuda-*` feature), which is also the
-/// NVRTC major it loads (cudarc opens `libnvrtc.so.<major>`).
+/// NVRTC major cudarc looks for first (`libnvrtc.so`, then `libnvrtc.so.<major>`, then older
+/// majors).
 pub const BINDINGS: (i32, i32) = if cfg!(feature = "cuda-13000") {
     (13, 0)
 } else if cfg!(feature = "cuda-12080") {
@@ -49,7 +50,10 @@ pub fn check_driver(nvrtc: (i32, i32), driver: i32) -> Result<()> {
         return Ok(());
     }
     Err(Error::Unsupported(format!(
-        "NVRTC {}.{} makes code for a CUDA {} driver, but the installed driver is CUDA {}.{}:          update the NVIDIA driver to one for CUDA {}.0 or newer, or build fp8-sdpa for CUDA 12          (`default-features = false, features = [\"cuda-12040\"]`) with NVRTC 12          (`pip install nvidia-cuda-nvrtc-cu12`, its lib folder in {})",
+        "NVRTC {}.{} makes code for a CUDA {} driver, but the installed driver is CUDA {}.{}: \
+         update the NVIDIA driver to one for CUDA {}.0 or newer, or build fp8-sdpa for CUDA 12 \
+         (`default-features = false, features = [\"cuda-12040\"]`) with NVRTC 12 \
+         (`pip install nvidia-cuda-nvrtc-cu12`, its lib folder in {})",
         nvrtc.0,
         nvrtc.1,
         nvrtc.0,

@@ -129,13 +129,8 @@ impl Communicator {
         id: &Id,
         timeout: Duration,
     ) -> Result<Communicator> {
+        let (rank_i, size_i) = super::nccl_rank(rank, world_size)?;
         crate::libs::ensure_nccl()?;
-        if world_size == 0 || rank >= world_size || world_size > i32::MAX as usize {
-            return Err(Error::InvalidInput(format!(
-                "rank {rank} of {world_size}: the rank must be below the world size, which must \
-                 be 1..=2^31-1"
-            )));
-        }
         let mut version = 0;
         // SAFETY: a valid out-pointer.
         let r = unsafe { sys::ncclGetVersion(&mut version) };
@@ -175,16 +170,9 @@ impl Communicator {
         let raw_id = sys::ncclUniqueId {
             internal: *id.internal(),
         };
-        // SAFETY: valid out-pointer and config; rank and size checked above to fit i32.
-        let r = unsafe {
-            sys::ncclCommInitRankConfig(
-                &mut comm,
-                world_size as i32,
-                raw_id,
-                rank as i32,
-                &mut config,
-            )
-        };
+        // SAFETY: valid out-pointer and config; rank and size as NCCL takes them (nccl_rank).
+        let r =
+            unsafe { sys::ncclCommInitRankConfig(&mut comm, size_i, raw_id, rank_i, &mut config) };
         let out = Communicator {
             comm,
             stream,
@@ -285,12 +273,8 @@ impl Communicator {
         recv: [&'a mut CudaSlice<u8>; 2],
         from: usize,
     ) -> Result<Pending<'a>> {
-        if to >= self.world_size || from >= self.world_size {
-            return Err(Error::InvalidInput(format!(
-                "peers {to} and {from} must be ranks of {}",
-                self.world_size
-            )));
-        }
+        let (to_i, _) = super::nccl_rank(to, self.world_size)?;
+        let (from_i, _) = super::nccl_rank(from, self.world_size)?;
         let s = &self.stream;
         let sends: Vec<_> = send
             .into_iter()
@@ -306,7 +290,7 @@ impl Communicator {
         // SAFETY: a group over this communicator only; every pointer is a live buffer of the
         // length passed (the guards in `sends`/`recvs` keep the borrows, and record the
         // stream's use when they drop: after `Pending::wait` has seen the group queued);
-        // peers are ranks (checked above).
+        // peers are ranks of this communicator (nccl_rank).
         let r = unsafe {
             let mut r = sys::ncclGroupStart();
             for ((ptr, _), n) in &sends {
@@ -315,7 +299,7 @@ impl Communicator {
                         *ptr as *const _,
                         *n,
                         sys::ncclDataType_t::ncclUint8,
-                        to as i32,
+                        to_i,
                         self.comm,
                         s.cu_stream() as _,
                     );
@@ -327,7 +311,7 @@ impl Communicator {
                         *ptr as *mut _,
                         *n,
                         sys::ncclDataType_t::ncclUint8,
-                        from as i32,
+                        from_i,
                         self.comm,
                         s.cu_stream() as _,
                     );

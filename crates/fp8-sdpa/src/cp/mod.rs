@@ -4,8 +4,8 @@
 //! partial results merge by log-sum-exp in fp32.
 //!
 //! `plan`, `merge` and `agree` (the problem every rank must share before the ring) are the
-//! arithmetic, tested on the CPU; `ring` (feature `nccl`) runs it over NCCL through `comm`'s non-blocking communicator, and the lab's
-//! `cp-bench` drives it (issue 33).
+//! arithmetic, tested on the CPU; `ring` (feature `nccl`) runs it over NCCL through `comm`'s
+//! non-blocking communicator, and the lab's `cp-bench` drives it (issue 33).
 
 pub mod agree;
 #[cfg(feature = "nccl")]
@@ -14,3 +14,24 @@ pub mod merge;
 pub mod plan;
 #[cfg(feature = "nccl")]
 pub mod ring;
+
+use crate::error::{Error, Result};
+
+/// `rank` of `world_size` as NCCL takes them (`int`): the world size in `1..=i32::MAX` and the
+/// rank below it, else an error naming both. The communicator's init and its peers' checks
+/// both go through it.
+///
+/// ```
+/// use fp8_sdpa::cp::nccl_rank;
+/// assert_eq!(nccl_rank(1, 4).unwrap(), (1, 4));
+/// assert!(nccl_rank(4, 4).is_err());
+/// ```
+pub fn nccl_rank(rank: usize, world_size: usize) -> Result<(i32, i32)> {
+    match (i32::try_from(rank), i32::try_from(world_size)) {
+        (Ok(r), Ok(w)) if r < w => Ok((r, w)),
+        _ => Err(Error::InvalidInput(format!(
+            "rank {rank} of {world_size}: a rank must be below the world size, which must be \
+             1..=2^31-1"
+        ))),
+    }
+}

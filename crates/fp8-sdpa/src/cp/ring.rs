@@ -504,8 +504,8 @@ impl Ring {
         let mut cur = 0;
         for step in 0..p {
             // The next shard's transfers start first, then this step's attention is queued
-            // while NCCL (on its own thread, non-blocking) queues them, then the host waits
-            // for that before the borrows' events are recorded. The step reads slot `cur`,
+            // while the non-blocking communicator queues them, then the host waits for that
+            // before the borrows' events are recorded. The step reads slot `cur`,
             // which the group also sends; the group receives into the other slot once the
             // previous step's reads of it are done.
             let (s0, s1) = self.slots.split_at_mut(1);
@@ -519,11 +519,8 @@ impl Ring {
                 // read. cudarc keeps one read event per buffer, the last reader's: the
                 // previous group's send of that slot (on NCCL's stream) replaced the
                 // attention's, so the transfer stream waits for this stream's work explicitly.
-                let done = stream
-                    .record_event(None)
-                    .map_err(drv("recording the step's event"))?;
                 comm.stream()
-                    .wait(&done)
+                    .join(stream)
                     .map_err(drv("ordering the transfers after the step"))?;
                 let [rk, rv] = other;
                 let to = (r + 1) % p;
