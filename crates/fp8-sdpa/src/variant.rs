@@ -235,6 +235,20 @@ impl Variant {
     /// `g` ping-pong, `e` fast exp,
     /// `l` light or `d` decoupled barriers, `x` swizzle (`-` when none).
     pub fn key(&self) -> String {
+        format!(
+            "{}.m{}.n{}.w{}.s{}.b{}.{}",
+            self.family.name(),
+            self.tile_m,
+            self.tile_n,
+            self.warps,
+            self.stages,
+            self.min_blocks,
+            self.flags()
+        )
+    }
+
+    /// The key's last part: the flags in canonical order, `-` when none ([`Variant::key`]).
+    fn flags(&self) -> String {
         let mut flags = String::new();
         if self.cp_async {
             flags.push('c');
@@ -277,16 +291,7 @@ impl Variant {
         if flags.is_empty() {
             flags.push('-');
         }
-        format!(
-            "{}.m{}.n{}.w{}.s{}.b{}.{}",
-            self.family.name(),
-            self.tile_m,
-            self.tile_n,
-            self.warps,
-            self.stages,
-            self.min_blocks,
-            flags
-        )
+        flags
     }
 
     /// Checks the family's validity rules (independent of the problem).
@@ -319,8 +324,7 @@ impl Variant {
                 self.threads()
             ));
         }
-        let key = self.key();
-        let flags = key.rsplit('.').next().unwrap_or("");
+        let flags = self.flags();
         let knobs = self.family.knob_flags();
         if let Some(c) = flags
             .chars()

@@ -29,6 +29,8 @@ use crate::error::Result;
 use crate::problem::AttnShape;
 use crate::tuned::{ShapeBucket, ShapeClass, TunedTable};
 use crate::variant::{KernelSpec, Variant};
+use std::collections::HashMap;
+use std::sync::LazyLock;
 
 /// Which kind of call asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -216,10 +218,20 @@ impl Call {
 }
 
 /// The variant of a key the rules name. Every key is a registered variant's, parsed by the
-/// tests (`every_rule_key_parses`), so a failure here is a defect in this file.
+/// tests (`every_rule_key_parses`), so a failure here is a defect in this file. The registered
+/// variants are parsed once, into a map: parsing a key formats it again to check that it is
+/// canonical, which made a call's choice cost about a microsecond.
 fn variant_of(key: &str) -> Variant {
-    key.parse()
-        .unwrap_or_else(|e| panic!("dispatch rule key {key}: {e}"))
+    static REGISTERED: LazyLock<HashMap<String, Variant>> = LazyLock::new(|| {
+        crate::kernels::registry::variants()
+            .into_iter()
+            .map(|v| (v.key(), v))
+            .collect()
+    });
+    REGISTERED.get(key).copied().unwrap_or_else(|| {
+        key.parse()
+            .unwrap_or_else(|e| panic!("dispatch rule key {key}: {e}"))
+    })
 }
 
 /// The tuned entry for a contiguous (`paged` false) or paged call, from `user` then
