@@ -14,7 +14,6 @@ const P_D64: &str = "portable.m128.n64.w4.s2.b2.ctelx";
 const P_D128: &str = "portable.m128.n32.w4.s2.b2.ctelx";
 const P_D256_AMPERE: &str = "portable.m128.n32.w8.s2.b1.ctelx";
 const P_SMALL_SMEM: &str = "portable.m64.n32.w4.s2.b1.ctelx";
-const P_D128_HALF: &str = "portable.m128.n64.w4.s2.b2.cthelx";
 const P_D256_HOPPER: &str = "portable.m128.n64.w8.s2.b1.ctelx";
 const SMALL_D64: &str = "portable.m64.n64.w4.s4.b2.ctelx";
 const SMALL_D128: &str = "portable.m64.n64.w4.s2.b2.ctelx";
@@ -123,8 +122,8 @@ pub static RULES: &[Rule] = &[
                 && c.causal
                 && c.seq_q() <= 1024
         },
-        pick: Pick::Key(P_D128_HALF),
-        why: "16-bit D128 causal up to S 1k: the portable half-step tile leads, the Hopper tile's 128-row blocks waste more of the diagonal; perf-notes: Hopper family (D128 causal S 1k)",
+        pick: Pick::Key(r::HOPPER_N128_PERSISTENT),
+        why: "16-bit D128 causal up to S 1k: the persistent ping-pong tile, whose heaviest-first causal order spreads the diagonal (1.40x the portable half-step tile); perf-notes: D128 causal S 1k back on the Hopper family",
     },
     Rule {
         name: "hopper-d64-128-rows",

@@ -243,7 +243,7 @@ fn hopper_d256_8bit_defaults_are_fragment_decode_and_the_ring_of_one() {
 }
 
 #[test]
-fn hopper_family_is_the_16bit_default_on_sm90a_except_short_causal_d128_and_small_grids() {
+fn hopper_family_is_the_16bit_default_on_sm90a_except_small_grids() {
     for p in [Precision::F16, Precision::Bf16] {
         for d in [64u32, 128, 256] {
             for causal in [false, true] {
@@ -288,11 +288,13 @@ fn hopper_family_is_the_16bit_default_on_sm90a_except_short_causal_d128_and_smal
                     ..long
                 };
                 let got = default_variant_for_shape(Arch::Sm90a, p, &short, causal, 132);
-                let portable = causal && d == 128;
-                assert_eq!(got.family == Family::Portable, portable, "{p:?} d{d} S 1k");
-                // D64's 192-row tile from S 2k, the 128-row one below.
+                assert_eq!(got.family, Family::Hopper, "{p:?} d{d} S 1k");
+                // D64's 192-row tile from S 2k, the 128-row one below; D128 causal up to
+                // S 1k the persistent ping-pong tile.
                 if d == 64 {
                     assert_eq!(v.tile_m, 192);
+                }
+                if d == 64 || (d == 128 && causal) {
                     assert_eq!(got, self::v(HOPPER_N128_PERSISTENT));
                 }
             }

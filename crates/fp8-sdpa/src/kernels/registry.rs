@@ -251,11 +251,9 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     // Small grids (dispatch by shape): 4 warps x 16 rows, Q in registers; at D64 a 4-deep ring.
     out.push((v("portable.m64.n64.w4.s4.b2.ctelx"), d64));
     out.push((v("portable.m64.n64.w4.s2.b2.ctelx"), d128));
-    // Half steps: 16-bit D128 causal up to S 1k on sm_90a, and the sm_90a varlen
-    // tiles for 16-bit D64 (128 keys in two 64-key steps) and D256 (FA2's D256 tile, 192 KB).
-    out.push((v("portable.m128.n64.w4.s2.b2.cthelx"), |p, d| {
-        sixteen_bit(p, d) && d == 128
-    }));
+    // Half steps: the sm_90a varlen tiles for 16-bit D64 (128 keys in two 64-key steps) and
+    // D256 (FA2's D256 tile, 192 KB). (D128 causal up to S 1k, its D128 tile's use, went to
+    // the Hopper family: perf-notes, D128 causal S 1k back on the Hopper family.)
     out.push((v("portable.m128.n128.w4.s2.b2.cthelx"), |p, d| {
         sixteen_bit(p, d) && d == 64
     }));
