@@ -173,6 +173,10 @@ impl Communicator {
         // SAFETY: valid out-pointer and config; rank and size as NCCL takes them (nccl_rank).
         let r =
             unsafe { sys::ncclCommInitRankConfig(&mut comm, size_i, raw_id, rank_i, &mut config) };
+        if comm.is_null() {
+            return Err(failed(comm, "communicator init", r));
+        }
+        // From here on an error drops `out`, which aborts the half-made communicator.
         let out = Communicator {
             comm,
             stream,
@@ -180,10 +184,6 @@ impl Communicator {
             world_size,
             timeout,
         };
-        if comm.is_null() {
-            return Err(failed(comm, "communicator init", r));
-        }
-        // On error `out` drops, which aborts the half-made communicator.
         check(
             comm,
             r,
@@ -231,14 +231,7 @@ impl Communicator {
     /// the communicator's stream. Returns once NCCL has queued it (bounded wait).
     pub fn all_gather(&self, send: &CudaSlice<u64>, recv: &mut CudaSlice<u64>) -> Result<()> {
         let n = send.len();
-        if n.checked_mul(self.world_size) != Some(recv.len()) {
-            return Err(Error::InvalidInput(format!(
-                "all-gather of {n} words over {} ranks needs {} words of room, not {}",
-                self.world_size,
-                n * self.world_size,
-                recv.len()
-            )));
-        }
+        super::check_gather_room(n, self.world_size, recv.len())?;
         let (src, _read) = send.device_ptr(&self.stream);
         let (dst, _write) = recv.device_ptr_mut(&self.stream);
         // SAFETY: `src` holds `n` u64 and `dst` `n x world_size` (checked above), both live

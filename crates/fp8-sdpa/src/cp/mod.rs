@@ -35,3 +35,38 @@ pub fn nccl_rank(rank: usize, world_size: usize) -> Result<(i32, i32)> {
         ))),
     }
 }
+
+/// Checks that an all-gather of `n` words from each of `world_size` ranks fits `room` words
+/// exactly (`n x world_size`, computed without overflow), else an error naming the sizes.
+#[cfg(any(feature = "nccl", test))]
+pub(crate) fn check_gather_room(n: usize, world_size: usize, room: usize) -> Result<()> {
+    match n.checked_mul(world_size) {
+        Some(need) if need == room => Ok(()),
+        need => Err(Error::InvalidInput(format!(
+            "all-gather of {n} words over {world_size} ranks needs {} words of room, not {room}",
+            need.map_or_else(|| "more than usize::MAX".to_string(), |w| w.to_string())
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Hostile sizes: never panics; accepted exactly when `n x world_size` equals the
+        /// room without overflowing.
+        #[test]
+        fn gather_room_is_exact_and_never_overflows(
+            n in prop_oneof![0usize..64, any::<usize>()],
+            world in prop_oneof![0usize..9, any::<usize>()],
+            room in prop_oneof![0usize..512, any::<usize>()],
+        ) {
+            let ok = super::check_gather_room(n, world, room).is_ok();
+            prop_assert_eq!(ok, n.checked_mul(world) == Some(room));
+            if let Some(w) = n.checked_mul(world) {
+                prop_assert!(super::check_gather_room(n, world, w).is_ok());
+            }
+        }
+    }
+}
