@@ -23,7 +23,9 @@ pub const NVRTC_ENV: &str = "SDPA_NVRTC_PATH";
 /// Environment variable naming libcuda (the file or its folder).
 pub const DRIVER_ENV: &str = "SDPA_CUDA_DRIVER_PATH";
 
-const NVRTC_NAMES: [&str; 2] = ["libnvrtc.so.13", "libnvrtc.so.12"];
+/// The NVRTC majors this library compiles with, newest first (12.4 is the floor: see the
+/// README's support matrix).
+const NVRTC_MAJORS: [i32; 2] = [13, 12];
 const DRIVER_NAMES: [&str; 1] = ["libcuda.so.1"];
 
 /// Where a library was loaded from.
@@ -31,6 +33,8 @@ const DRIVER_NAMES: [&str; 1] = ["libcuda.so.1"];
 pub struct Located {
     /// The path or bare name that opened.
     pub path: String,
+    /// Why this one, where there was a choice (NVRTC: the driver's CUDA major).
+    pub reason: String,
 }
 
 const CUBLASLT_NAMES: [&str; 2] = ["libcublasLt.so.13", "libcublasLt.so.12"];
@@ -52,20 +56,61 @@ pub fn ensure_cublaslt() -> Result<Located> {
 static NVRTC: OnceLock<std::result::Result<Located, Vec<String>>> = OnceLock::new();
 static DRIVER: OnceLock<std::result::Result<Located, Vec<String>>> = OnceLock::new();
 
-/// Makes NVRTC loadable for cudarc, or explains where it looked. Cheap after the first call.
+/// Finds and loads NVRTC, or explains where it looked. Cheap after the first call.
+///
+/// With a driver present, the NVRTC whose major matches the driver's CUDA major comes first
+/// (`cuDriverGetVersion`), then older majors; a newer major comes last, so that opening a
+/// device then says the driver is too old rather than that nothing was found. Without a
+/// driver (compiling offline), the newest. `$SDPA_NVRTC_PATH` naming a file takes that file.
 pub fn ensure_nvrtc() -> Result<Located> {
     NVRTC
         // No CUDA_CACHE_DISABLE here: it did not stop NVRTC's disk cache (`--no-cache` in
         // nvrtc::base_options does), and setting it would need the unsound std::env::set_var.
-        .get_or_init(|| locate(NVRTC_ENV, &NVRTC_NAMES, &nvrtc_dirs(), true))
+        .get_or_init(|| {
+            let driver = driver_cuda_version();
+            let names = nvrtc_names(driver.map(|v| v / 1000));
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            locate(NVRTC_ENV, &names, &nvrtc_dirs(), true).map(|mut l| {
+                l.reason = match driver {
+                    Some(v) => format!("driver CUDA {}.{}", v / 1000, v % 1000 / 10),
+                    None => "no driver: the newest found".into(),
+                };
+                l
+            })
+        })
         .clone()
         .map_err(|looked| Error::LibraryNotFound {
-            what: "NVRTC (libnvrtc.so.13)",
+            what: "NVRTC (libnvrtc.so.13 or libnvrtc.so.12)",
             looked,
-            fix: "set SDPA_NVRTC_PATH to the folder holding libnvrtc.so.13: for the pip package \
-                  (`pip install nvidia-cuda-nvrtc==13.0.*`) that is <site-packages>/nvidia/cu13/lib, for this \
+            fix: "set SDPA_NVRTC_PATH to the folder holding libnvrtc: for the pip package \
+                  (`pip install nvidia-cuda-nvrtc==13.0.*`, or `nvidia-cuda-nvrtc-cu12` 12.4 or newer for a \
+                  CUDA 12 driver) that is <site-packages>/nvidia/cu13/lib (or nvidia/cuda_nvrtc/lib), for this \
                   project's `scripts/test.sh` install .nvrtc/nvidia/cu13/lib; or install the CUDA toolkit",
         })
+}
+
+/// NVRTC's file names in the order they are tried, for a driver of CUDA major `driver_major`
+/// (None: no driver): that major, then older ones, then newer ones.
+pub fn nvrtc_names(driver_major: Option<i32>) -> Vec<String> {
+    let mut majors = NVRTC_MAJORS.to_vec();
+    if let Some(d) = driver_major {
+        // Stable sort: majors the driver runs (<= d), newest first, then the rest.
+        majors.sort_by_key(|&m| (m > d, if m > d { m } else { -m }));
+    }
+    majors
+        .into_iter()
+        .map(|m| format!("libnvrtc.so.{m}"))
+        .collect()
+}
+
+/// The driver's CUDA version (1000 x major + 10 x minor), or None without a driver.
+fn driver_cuda_version() -> Option<i32> {
+    ensure_driver().ok()?;
+    let mut v = 0i32;
+    // SAFETY: libcuda is loaded (ensure_driver); cuDriverGetVersion needs no cuInit and
+    // writes one int to a valid out-pointer.
+    let r = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+    (r == cudarc::driver::sys::CUresult::CUDA_SUCCESS && v > 0).then_some(v)
 }
 
 /// Makes the CUDA driver loadable for cudarc, or explains where it looked.
@@ -89,6 +134,7 @@ pub fn ensure_nccl() -> Result<Located> {
     match open_global(Path::new("libnccl.so")) {
         Ok(()) => Ok(Located {
             path: "libnccl.so".into(),
+            reason: String::new(),
         }),
         Err(e) => Err(Error::LibraryNotFound {
             what: "NCCL (libnccl.so)",
@@ -110,37 +156,63 @@ fn locate(
     dirs: &[PathBuf],
     with_builtins: bool,
 ) -> std::result::Result<Located, Vec<String>> {
+    locate_with(env, std::env::var_os(env), names, dirs, with_builtins)
+}
+
+/// `locate` with the environment variable's value given.
+fn locate_with(
+    env: &str,
+    env_value: Option<std::ffi::OsString>,
+    names: &[&str],
+    dirs: &[PathBuf],
+    with_builtins: bool,
+) -> std::result::Result<Located, Vec<String>> {
     let mut looked = Vec::new();
-    let mut candidates: Vec<(String, PathBuf)> = Vec::new();
-    match std::env::var_os(env) {
+    // The user's explicit choice first, then the loader path (LD_LIBRARY_PATH, ld.so.cache),
+    // then the fixed folders.
+    let mut first: Vec<(String, PathBuf)> = Vec::new();
+    match env_value {
         Some(p) => {
             let p = PathBuf::from(p);
             if p.is_dir() {
                 for n in names {
-                    candidates.push((format!("${env}"), p.join(n)));
+                    first.push((format!("${env}"), p.join(n)));
                 }
             } else {
-                candidates.push((format!("${env}"), p));
+                first.push((format!("${env}"), p));
             }
         }
         None => looked.push(format!("${env}: not set")),
     }
-    // Bare names: the loader path (LD_LIBRARY_PATH, ld.so.cache).
+    if let Some(found) = open_first(first, with_builtins, &mut looked) {
+        return Ok(found);
+    }
     for n in names {
         match open_global(Path::new(n)) {
             Ok(()) => {
                 return Ok(Located {
                     path: (*n).to_string(),
+                    reason: String::new(),
                 })
             }
             Err(e) => looked.push(format!("{n} on the loader path: {e}")),
         }
     }
+    let mut fixed = Vec::new();
     for d in dirs {
         for n in names {
-            candidates.push((d.display().to_string(), d.join(n)));
+            fixed.push((d.display().to_string(), d.join(n)));
         }
     }
+    open_first(fixed, with_builtins, &mut looked).ok_or(looked)
+}
+
+/// Opens the first of `candidates` (origin, path) that loads; notes every miss in `looked`.
+fn open_first(
+    candidates: Vec<(String, PathBuf)>,
+    with_builtins: bool,
+    looked: &mut Vec<String>,
+) -> Option<Located> {
     for (origin, path) in candidates {
         if !path.exists() {
             looked.push(format!("{}: no such file", path.display()));
@@ -152,14 +224,15 @@ fn locate(
         }
         match open_global(&path) {
             Ok(()) => {
-                return Ok(Located {
+                return Some(Located {
                     path: path.display().to_string(),
+                    reason: String::new(),
                 })
             }
             Err(e) => looked.push(format!("{} (from {origin}): {e}", path.display())),
         }
     }
-    Err(looked)
+    None
 }
 
 fn preload_builtins(dir: &Path) {
@@ -231,6 +304,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn nvrtc_follows_the_driver_major() {
+        let names = |d| nvrtc_names(d).join(" ");
+        assert_eq!(names(None), "libnvrtc.so.13 libnvrtc.so.12");
+        assert_eq!(names(Some(13)), "libnvrtc.so.13 libnvrtc.so.12");
+        assert_eq!(names(Some(14)), "libnvrtc.so.13 libnvrtc.so.12");
+        // A CUDA 12 driver cannot load NVRTC 13's code: 12 first, 13 only to explain.
+        assert_eq!(names(Some(12)), "libnvrtc.so.12 libnvrtc.so.13");
+        assert_eq!(names(Some(11)), "libnvrtc.so.12 libnvrtc.so.13");
+    }
+
+    #[test]
     fn missing_library_lists_every_place_and_the_fix() {
         let dirs = vec![
             PathBuf::from("/nonexistent/a"),
@@ -267,6 +351,40 @@ mod tests {
             err.contains("X not found") && err.contains("Fix: do Y"),
             "{err}"
         );
+    }
+
+    /// The variable names the user's choice: it wins over a library of the same name on the
+    /// loader path (libc, loaded in every process, stands in for a second NVRTC).
+    #[test]
+    fn the_variable_wins_over_the_loader_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let libc = [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/lib64/libc.so.6",
+            "/usr/lib64/libc.so.6",
+        ]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists());
+        let Some(libc) = libc else {
+            panic!("no libc.so.6 in the usual folders of this machine");
+        };
+        std::os::unix::fs::symlink(&libc, dir.path().join("libc.so.6")).unwrap();
+        let found = locate_with(
+            "SDPA_TEST_CHOICE",
+            Some(dir.path().as_os_str().to_owned()),
+            &["libc.so.6"],
+            &[],
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            found.path,
+            dir.path().join("libc.so.6").display().to_string()
+        );
+        // Unset, the same name comes from the loader path.
+        let found = locate_with("SDPA_TEST_CHOICE", None, &["libc.so.6"], &[], false).unwrap();
+        assert_eq!(found.path, "libc.so.6");
     }
 
     #[test]

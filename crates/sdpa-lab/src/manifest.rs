@@ -93,7 +93,8 @@ impl Manifest {
             fp8_sdpa::libs::ensure_nvrtc(),
             fp8_sdpa::compile::nvrtc::version(),
         ) {
-            (Ok(l), Ok((a, b))) => Ok(format!("{a}.{b} ({})", l.path)),
+            (Ok(l), Ok((a, b))) if l.reason.is_empty() => Ok(format!("{a}.{b} ({})", l.path)),
+            (Ok(l), Ok((a, b))) => Ok(format!("{a}.{b} ({}; {})", l.path, l.reason)),
             (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
         };
         Manifest {

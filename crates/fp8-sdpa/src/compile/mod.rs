@@ -100,7 +100,7 @@ impl Compiler {
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join("\n");
-        let options = nvrtc::base_options(arch).join("\n");
+        let options = nvrtc::base_options(arch, (maj, min)).join("\n");
         let version = format!("{maj}.{min}");
         let mut parts: Vec<&[u8]> = vec![
             CACHE_FORMAT.as_bytes(),

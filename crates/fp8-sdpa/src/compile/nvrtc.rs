@@ -1,12 +1,81 @@
 //! Raw NVRTC: one source plus in-memory headers to CUBIN and the program log.
-//! cudarc's safe wrapper returns PTX only and drops the log on success; we need the CUBIN
-//! (for the exact arch) and the ptxas report in the log, so this uses `nvrtc::sys` directly.
+//!
+//! cudarc's wrapper returns PTX only, drops the log on success, and binds the NVRTC major of
+//! its `cuda-*` feature. We need the CUBIN for the exact arch, the ptxas report in the log, and
+//! the NVRTC that matches the driver (12 or 13, chosen in [`libs::ensure_nvrtc`]), so the nine
+//! entry points are resolved here from the library that search chose. Their C signatures are
+//! the same in CUDA 12 and 13.
 
 use crate::arch::Arch;
 use crate::error::{Error, Result};
 use crate::libs;
-use cudarc::nvrtc::sys as nv;
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::OnceLock;
+
+/// `nvrtcResult`: a C enum, `int`-sized.
+type NvResult = c_int;
+const NVRTC_SUCCESS: NvResult = 0;
+const NVRTC_ERROR_COMPILATION: NvResult = 6;
+/// `nvrtcProgram`: an opaque pointer.
+type Program = *mut c_void;
+
+/// NVRTC's entry points, resolved once from the chosen library, which stays loaded.
+struct Lib {
+    version: unsafe extern "C" fn(*mut c_int, *mut c_int) -> NvResult,
+    create: unsafe extern "C" fn(
+        *mut Program,
+        *const c_char,
+        *const c_char,
+        c_int,
+        *const *const c_char,
+        *const *const c_char,
+    ) -> NvResult,
+    compile: unsafe extern "C" fn(Program, c_int, *const *const c_char) -> NvResult,
+    log_size: unsafe extern "C" fn(Program, *mut usize) -> NvResult,
+    log: unsafe extern "C" fn(Program, *mut c_char) -> NvResult,
+    cubin_size: unsafe extern "C" fn(Program, *mut usize) -> NvResult,
+    cubin: unsafe extern "C" fn(Program, *mut c_char) -> NvResult,
+    destroy: unsafe extern "C" fn(*mut Program) -> NvResult,
+    error_string: unsafe extern "C" fn(NvResult) -> *const c_char,
+}
+
+static LIB: OnceLock<std::result::Result<Lib, String>> = OnceLock::new();
+
+fn lib() -> Result<&'static Lib> {
+    let located = libs::ensure_nvrtc()?;
+    LIB.get_or_init(|| resolve(&located.path))
+        .as_ref()
+        .map_err(|message| Error::Nvrtc {
+            call: "dlsym",
+            message: message.clone(),
+        })
+}
+
+fn resolve(path: &str) -> std::result::Result<Lib, String> {
+    // SAFETY: the library was already loaded by ensure_nvrtc (its initializers ran there);
+    // opening it again only takes a reference, leaked so the symbols below stay valid.
+    let lib: &'static libloading::Library = Box::leak(Box::new(
+        unsafe { libloading::Library::new(path) }.map_err(|e| format!("{path}: {e}"))?,
+    ));
+    macro_rules! sym {
+        ($name:literal) => {
+            // SAFETY: the symbol's C signature is the field's type (NVRTC's public header,
+            // the same in CUDA 12 and 13); the library is never unloaded.
+            *unsafe { lib.get($name) }.map_err(|e| format!("{path}: {e}"))?
+        };
+    }
+    Ok(Lib {
+        version: sym!(b"nvrtcVersion\0"),
+        create: sym!(b"nvrtcCreateProgram\0"),
+        compile: sym!(b"nvrtcCompileProgram\0"),
+        log_size: sym!(b"nvrtcGetProgramLogSize\0"),
+        log: sym!(b"nvrtcGetProgramLog\0"),
+        cubin_size: sym!(b"nvrtcGetCUBINSize\0"),
+        cubin: sym!(b"nvrtcGetCUBIN\0"),
+        destroy: sym!(b"nvrtcDestroyProgram\0"),
+        error_string: sym!(b"nvrtcGetErrorString\0"),
+    })
+}
 
 /// What NVRTC produced: machine code and the full log (warnings and the ptxas report).
 #[derive(Debug, Clone)]
@@ -19,11 +88,11 @@ pub struct NvrtcOutput {
 
 /// NVRTC's version as (major, minor).
 pub fn version() -> Result<(i32, i32)> {
-    libs::ensure_nvrtc()?;
+    let nv = lib()?;
     let (mut major, mut minor) = (0, 0);
-    // SAFETY: the library is loaded (ensure_nvrtc); out-pointers are valid locals.
-    check("nvrtcVersion", unsafe {
-        nv::nvrtcVersion(&mut major, &mut minor)
+    // SAFETY: resolved entry point; out-pointers are valid locals.
+    check(nv, "nvrtcVersion", unsafe {
+        (nv.version)(&mut major, &mut minor)
     })?;
     Ok((major, minor))
 }
@@ -39,21 +108,40 @@ pub const BINDINGS: (i32, i32) = if cfg!(feature = "cuda-13000") {
     (12, 4)
 };
 
+/// The oldest NVRTC this library is checked with: every registered kernel passes the
+/// resource gates (no spills) with 12.6; with 12.4 twelve of them spill, the shipped FP8 D128
+/// Hopper tiles among them.
+pub const OLDEST: (i32, i32) = (12, 6);
+
 /// Whether NVRTC `nvrtc` (major, minor) makes code the driver of version `driver` (as
-/// `cuDriverGetVersion` gives it: 1000 x major + 10 x minor) can load. NVRTC writes CUBIN for
-/// the exact arch, which a driver of the same major runs from any minor (CUDA's minor version
-/// compatibility) but an older major does not; a newer driver runs it. The error says how to
-/// get a matching pair.
+/// `cuDriverGetVersion` gives it: 1000 x major + 10 x minor) can load, and is not older than
+/// [`OLDEST`]. NVRTC writes CUBIN for the exact arch, which a driver of the same major runs
+/// from any minor (CUDA's minor version compatibility) but an older major does not; a newer
+/// driver runs it. The error says how to get a matching pair.
 pub fn check_driver(nvrtc: (i32, i32), driver: i32) -> Result<()> {
+    if nvrtc < OLDEST {
+        return Err(Error::Unsupported(format!(
+            "NVRTC {}.{} is older than {}.{}, the oldest fp8-sdpa is checked with (older ptxas \
+             spills registers in some tiles): install a newer one (`pip install \
+             nvidia-cuda-nvrtc-cu12>=12.6` for a CUDA 12 driver, `nvidia-cuda-nvrtc==13.0.*` for \
+             CUDA 13) and point {} at its lib folder",
+            nvrtc.0,
+            nvrtc.1,
+            OLDEST.0,
+            OLDEST.1,
+            libs::NVRTC_ENV
+        )));
+    }
     let driver_major = driver / 1000;
     if nvrtc.0 <= driver_major {
         return Ok(());
     }
     Err(Error::Unsupported(format!(
         "NVRTC {}.{} makes code for a CUDA {} driver, but the installed driver is CUDA {}.{}: \
-         update the NVIDIA driver to one for CUDA {}.0 or newer, or build fp8-sdpa for CUDA 12 \
-         (`default-features = false, features = [\"cuda-12040\"]`) with NVRTC 12 \
-         (`pip install nvidia-cuda-nvrtc-cu12`, its lib folder in {})",
+         update the NVIDIA driver to one for CUDA {}.0 or newer, or give fp8-sdpa NVRTC 12 \
+         (`pip install nvidia-cuda-nvrtc-cu12>=12.6`, its lib folder in {}; it is chosen for a \
+         CUDA 12 driver) and build it for CUDA 12 (`default-features = false, features = \
+         [\"cuda-12040\"]`)",
         nvrtc.0,
         nvrtc.1,
         nvrtc.0,
@@ -64,20 +152,23 @@ pub fn check_driver(nvrtc: (i32, i32), driver: i32) -> Result<()> {
     )))
 }
 
-/// The options every compile uses, besides the defines.
-pub fn base_options(arch: Arch) -> Vec<String> {
-    vec![
+/// The options every compile with NVRTC `version` uses, besides the defines.
+pub fn base_options(arch: Arch, version: (i32, i32)) -> Vec<String> {
+    let mut opts = vec![
         format!("--gpu-architecture={}", arch.name()),
         "--std=c++17".into(),
         "--ptxas-options=-v".into(),
-        // NVRTC 12.9+ caches compiles on disk, and a hit skips ptxas and its `-v` report:
-        // on the H100 machine a second process compiling the same program got an empty log
-        // and failed its bench rows (perf-notes: NVRTC's disk cache). Our cache stores the
-        // report instead.
-        "--no-cache".into(),
         "--generate-line-info".into(),
         "--device-as-default-execution-space".into(),
-    ]
+    ];
+    // NVRTC 12.9+ caches compiles on disk, and a hit skips ptxas and its `-v` report: a
+    // second process compiling the same program got an empty log (perf-notes: NVRTC's disk
+    // cache). Our cache stores the report instead. Older NVRTC has no cache and refuses the
+    // option.
+    if version >= (12, 9) {
+        opts.push("--no-cache".into());
+    }
+    opts
 }
 
 /// Compiles `source` (named `name` in diagnostics) with `headers` as (include name, text).
@@ -88,7 +179,7 @@ pub fn compile(
     defines: &[(String, String)],
     arch: Arch,
 ) -> Result<NvrtcOutput> {
-    libs::ensure_nvrtc()?;
+    let nv = lib()?;
     let cstr = |s: &str, what: &'static str| {
         CString::new(s).map_err(|_| Error::Nvrtc {
             call: what,
@@ -108,7 +199,7 @@ pub fn compile(
     let h_text_ptrs: Vec<*const c_char> = h_texts.iter().map(|c| c.as_ptr()).collect();
     let h_name_ptrs: Vec<*const c_char> = h_names.iter().map(|c| c.as_ptr()).collect();
 
-    let mut opts: Vec<String> = base_options(arch);
+    let mut opts: Vec<String> = base_options(arch, version()?);
     opts.extend(defines.iter().map(|(k, v)| format!("-D{k}={v}")));
     let c_opts: Vec<CString> = opts
         .iter()
@@ -116,10 +207,10 @@ pub fn compile(
         .collect::<Result<_>>()?;
     let opt_ptrs: Vec<*const c_char> = c_opts.iter().map(|c| c.as_ptr()).collect();
 
-    let mut prog: nv::nvrtcProgram = std::ptr::null_mut();
+    let mut prog: Program = std::ptr::null_mut();
     // SAFETY: every pointer refers to a live NUL-terminated CString; counts match the vectors.
-    check("nvrtcCreateProgram", unsafe {
-        nv::nvrtcCreateProgram(
+    check(nv, "nvrtcCreateProgram", unsafe {
+        (nv.create)(
             &mut prog,
             src.as_ptr(),
             cname.as_ptr(),
@@ -128,13 +219,12 @@ pub fn compile(
             h_name_ptrs.as_ptr(),
         )
     })?;
-    let guard = ProgramGuard(prog);
+    let guard = ProgramGuard(nv, prog);
     // SAFETY: prog is a valid program; options are live CStrings.
-    let status =
-        unsafe { nv::nvrtcCompileProgram(guard.0, opt_ptrs.len() as i32, opt_ptrs.as_ptr()) };
-    let log = program_log(guard.0)?;
-    if status != nv::nvrtcResult::NVRTC_SUCCESS {
-        if status == nv::nvrtcResult::NVRTC_ERROR_COMPILATION {
+    let status = unsafe { (nv.compile)(guard.1, opt_ptrs.len() as i32, opt_ptrs.as_ptr()) };
+    let log = program_log(nv, guard.1)?;
+    if status != NVRTC_SUCCESS {
+        if status == NVRTC_ERROR_COMPILATION {
             return Err(Error::Compile {
                 source_name: name.to_string(),
                 arch: arch.name().to_string(),
@@ -146,53 +236,53 @@ pub fn compile(
                 log,
             });
         }
-        check("nvrtcCompileProgram", status)?;
+        check(nv, "nvrtcCompileProgram", status)?;
     }
     let mut size = 0usize;
     // SAFETY: valid program, valid out-pointer.
-    check("nvrtcGetCUBINSize", unsafe {
-        nv::nvrtcGetCUBINSize(guard.0, &mut size)
+    check(nv, "nvrtcGetCUBINSize", unsafe {
+        (nv.cubin_size)(guard.1, &mut size)
     })?;
     let mut cubin = vec![0u8; size];
     // SAFETY: the buffer holds `size` bytes as NVRTC asked.
-    check("nvrtcGetCUBIN", unsafe {
-        nv::nvrtcGetCUBIN(guard.0, cubin.as_mut_ptr() as *mut c_char)
+    check(nv, "nvrtcGetCUBIN", unsafe {
+        (nv.cubin)(guard.1, cubin.as_mut_ptr() as *mut c_char)
     })?;
     Ok(NvrtcOutput { cubin, log })
 }
 
-struct ProgramGuard(nv::nvrtcProgram);
+struct ProgramGuard(&'static Lib, Program);
 
 impl Drop for ProgramGuard {
     fn drop(&mut self) {
         // SAFETY: the program was created by nvrtcCreateProgram and is destroyed once.
         unsafe {
-            nv::nvrtcDestroyProgram(&mut self.0);
+            (self.0.destroy)(&mut self.1);
         }
     }
 }
 
-fn program_log(prog: nv::nvrtcProgram) -> Result<String> {
+fn program_log(nv: &Lib, prog: Program) -> Result<String> {
     let mut size = 0usize;
     // SAFETY: valid program and out-pointer.
-    check("nvrtcGetProgramLogSize", unsafe {
-        nv::nvrtcGetProgramLogSize(prog, &mut size)
+    check(nv, "nvrtcGetProgramLogSize", unsafe {
+        (nv.log_size)(prog, &mut size)
     })?;
     let mut buf = vec![0u8; size.max(1)];
     // SAFETY: buffer holds `size` bytes.
-    check("nvrtcGetProgramLog", unsafe {
-        nv::nvrtcGetProgramLog(prog, buf.as_mut_ptr() as *mut c_char)
+    check(nv, "nvrtcGetProgramLog", unsafe {
+        (nv.log)(prog, buf.as_mut_ptr() as *mut c_char)
     })?;
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
 }
 
-fn check(call: &'static str, r: nv::nvrtcResult) -> Result<()> {
-    if r == nv::nvrtcResult::NVRTC_SUCCESS {
+fn check(nv: &Lib, call: &'static str, r: NvResult) -> Result<()> {
+    if r == NVRTC_SUCCESS {
         return Ok(());
     }
     // SAFETY: nvrtcGetErrorString returns a static NUL-terminated string for any result.
-    let message = unsafe { CStr::from_ptr(nv::nvrtcGetErrorString(r)) }
+    let message = unsafe { CStr::from_ptr((nv.error_string)(r)) }
         .to_string_lossy()
         .into_owned();
     Err(Error::Nvrtc { call, message })
@@ -208,7 +298,14 @@ mod tests {
         assert!(check_driver((13, 0), 13000).is_ok());
         assert!(check_driver((13, 1), 13000).is_ok());
         assert!(check_driver((12, 8), 12040).is_ok());
-        assert!(check_driver((12, 4), 13000).is_ok());
+        assert!(check_driver((12, 6), 13000).is_ok());
+    }
+
+    #[test]
+    fn nvrtc_older_than_the_oldest_checked_is_refused() {
+        let e = check_driver((12, 4), 13000).unwrap_err().to_string();
+        assert!(e.contains("NVRTC 12.4 is older than 12.6"), "{e}");
+        assert!(e.contains("nvidia-cuda-nvrtc-cu12>=12.6"), "{e}");
     }
 
     #[test]
