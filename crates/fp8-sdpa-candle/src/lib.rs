@@ -8,6 +8,10 @@
 //!   `[total_tokens, heads, head_dim]` with `U32` cumulative offsets, causal per sequence;
 //! - [`Fp8KvCache`]: a paged E4M3 KV cache that quantizes fp16/bf16 K/V as they are appended
 //!   and serves decode steps from the pages;
+//! - [`Fp8PagedCache`]: the same for continuous batching: sequences added and removed at any
+//!   step, each with its own length and descales, pages from one shared pool;
+//! - [`flash_attn_paged`]: attention over a paged E4M3 cache the caller owns (pools, block
+//!   table, lengths, descales), as an engine with its own page allocator keeps it;
 //! - [`quantize_e4m3`], [`quantize_e4m3_with`], [`dequantize_e4m3`]: the E4M3 codec on
 //!   tensors; [`reference::attention`] and [`reference::attention_varlen`]: attention in f32
 //!   with candle ops.
@@ -52,9 +56,11 @@ mod check;
 #[cfg(feature = "cuda")]
 mod gpu;
 mod kernel;
+mod paged;
 mod quant;
 pub mod reference;
 
 pub use attn::{flash_attn, flash_attn_fp8kv, flash_attn_varlen};
-pub use cache::{Fp8KvCache, Fp8KvCacheConfig};
+pub use cache::{Fp8KvCache, Fp8KvCacheConfig, Fp8PagedCache, Fp8PagedCacheConfig, SeqId};
+pub use paged::flash_attn_paged;
 pub use quant::{dequantize_e4m3, quantize_e4m3, quantize_e4m3_with};

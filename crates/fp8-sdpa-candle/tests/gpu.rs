@@ -9,8 +9,9 @@ use candle_core::{DType, Device, Result, Tensor};
 use common::{cumulative, err_msg, uniform, uniform3, values};
 use fp8_sdpa::Precision;
 use fp8_sdpa_candle::{
-    dequantize_e4m3, flash_attn, flash_attn_fp8kv, flash_attn_varlen, quantize_e4m3,
-    quantize_e4m3_with, reference, Fp8KvCache, Fp8KvCacheConfig,
+    dequantize_e4m3, flash_attn, flash_attn_fp8kv, flash_attn_paged, flash_attn_varlen,
+    quantize_e4m3, quantize_e4m3_with, reference, Fp8KvCache, Fp8KvCacheConfig, Fp8PagedCache,
+    Fp8PagedCacheConfig,
 };
 use sdpa_harness::metrics::Thresholds;
 
@@ -457,5 +458,126 @@ fn flash_attn_varlen_rejects_bad_offsets_on_the_gpu() -> Result<()> {
         msg.contains("seqlens_q is on Cpu but q is on Cuda"),
         "{msg}"
     );
+    Ok(())
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: build with scripts/build-candle-cuda.sh, run with --include-ignored"]
+fn paged_cache_serves_a_changing_batch_like_the_cpu_cache() -> Result<()> {
+    let dev = gpu();
+    let (hq, hkv, d, page) = (16, 4, 128, 16);
+    let cfg = Fp8PagedCacheConfig::new(200, hkv, d).with_page_size(page);
+    let (mut g, mut c) = (
+        Fp8PagedCache::new(cfg, &dev)?,
+        Fp8PagedCache::new(cfg, &CPU)?,
+    );
+    let mut ids = Vec::new();
+    for step in 0..24u64 {
+        if step % 4 == 0 {
+            // A new prompt of 1..=700 tokens, its own scale.
+            let n = 1 + (step as usize * 97) % 700;
+            let k = uniform(
+                [1, n, hkv, d],
+                1.0 + step as f32,
+                2 * step,
+                DType::BF16,
+                &dev,
+            )?;
+            let v = uniform([1, n, hkv, d], 2.0, 2 * step + 1, DType::BF16, &dev)?;
+            let id = g.add(&k, &v)?;
+            assert_eq!(id, c.add(&k.to_device(&CPU)?, &v.to_device(&CPU)?)?);
+            ids.push(id);
+        }
+        if step % 6 == 5 {
+            let gone = ids.remove(0);
+            g.remove(gone)?;
+            c.remove(gone)?;
+        }
+        for (i, &id) in ids.iter().enumerate() {
+            let n = 1 + (i + step as usize) % 2;
+            let k = uniform(
+                [1, n, hkv, d],
+                2.0,
+                100 + step * 7 + i as u64,
+                DType::BF16,
+                &dev,
+            )?;
+            let v = uniform(
+                [1, n, hkv, d],
+                2.0,
+                300 + step * 7 + i as u64,
+                DType::BF16,
+                &dev,
+            )?;
+            g.append(id, &k, &v)?;
+            c.append(id, &k.to_device(&CPU)?, &v.to_device(&CPU)?)?;
+        }
+        let q = uniform([ids.len(), 1, hq, d], 2.0, 900 + step, DType::BF16, &dev)?;
+        let o = g.attend(&ids, &q, 0.088, true)?;
+        for (i, &id) in ids.iter().enumerate() {
+            let (kg, vg) = g.dequantized_kv(id)?;
+            let (kc, vc) = c.dequantized_kv(id)?;
+            assert_eq!(values(&kg)?, values(&kc)?, "step {step}: K of {id:?}");
+            assert_eq!(values(&vg)?, values(&vc)?, "step {step}: V of {id:?}");
+            let what = format!("step {step}, sequence {i} of {}", ids.len());
+            let qi = q.narrow(0, i, 1)?;
+            check(
+                &o.narrow(0, i, 1)?,
+                (&qi, &kg, &vg),
+                0.088,
+                true,
+                Precision::Fp8KvBf16,
+                &what,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: build with scripts/build-candle-cuda.sh, run with --include-ignored"]
+fn flash_attn_paged_matches_the_cpu_and_refuses_bad_tables() -> Result<()> {
+    let dev = gpu();
+    let (pages, page, hq, hkv, d) = (64, 32, 8, 2, 64);
+    let ds = Tensor::new(&[3f32 / 448.0, 2.0 / 448.0], &dev)?;
+    let kv = uniform([pages, page, hkv, d], 2.0, 5, DType::F16, &dev)?;
+    let (kp, vp) = (
+        quantize_e4m3_with(&kv, &ds)?,
+        quantize_e4m3_with(&kv.neg()?, &ds)?,
+    );
+    let table = Tensor::new(
+        &[[63i32, 2, 17, 40, 8], [1, 0, 0, 0, 0], [5, 6, 7, 9, 11]],
+        &dev,
+    )?;
+    let lens = Tensor::new(&[150i32, 3, 160], &dev)?;
+    let q = uniform([3, 2, hq, d], 2.0, 6, DType::F16, &dev)?;
+    let o = flash_attn_paged(&q, &kp, &vp, &table, &lens, &ds, &ds, 0.125, true)?;
+    let cpu = |t: &Tensor| t.to_device(&CPU);
+    let want = flash_attn_paged(
+        &cpu(&q)?,
+        &cpu(&kp)?,
+        &cpu(&vp)?,
+        &cpu(&table)?,
+        &cpu(&lens)?,
+        &cpu(&ds)?,
+        &cpu(&ds)?,
+        0.125,
+        true,
+    )?;
+    let th = Thresholds::for_precision(Precision::Fp8KvF16);
+    let got: Vec<f32> = values(&o)?.into_iter().map(|x| x as f32).collect();
+    let stats = th.compare(&got, &values(&want)?).expect("equal lengths");
+    if let Err(e) = th.check(&stats) {
+        panic!("flash_attn_paged: {e}");
+    }
+    // The GPU reads the table back and refuses a page outside the pools.
+    let bad = Tensor::new(
+        &[[63i32, 2, 17, 64, 8], [1, 0, 0, 0, 0], [5, 6, 7, 9, 11]],
+        &dev,
+    )?;
+    let e = err_msg(flash_attn_paged(
+        &q, &kp, &vp, &bad, &lens, &ds, &ds, 0.125, true,
+    ));
+    assert!(e.contains("64"), "{e}");
     Ok(())
 }

@@ -4,8 +4,8 @@
 //! `F8E4M3`, with sequence `b` owning pages `b * pages_per_seq ..` in a fixed block table, the
 //! layout fp8-sdpa's paged decode kernels read (`Device::paged_attention`). All sequences of
 //! the batch grow together: [`Fp8KvCache::append`] adds the same number of tokens to each.
-//! Per-sequence lengths, adding and removing sequences and sharing free pages are follow-ups
-//! the layout already allows (the kernels take a length per sequence and any block table).
+//! For continuous batching (sequences added and removed at any step, each with its own
+//! length, pages from a shared pool), use [`Fp8PagedCache`].
 //!
 //! Descales are per (sequence, KV head). By default the first append (the prefill) sets them
 //! from its own amax (fp8-sdpa's quantize kernel, optionally widened by
@@ -16,7 +16,10 @@ use crate::check::{self, err};
 use crate::quant::{dequantize_e4m3, quantize_e4m3, quantize_e4m3_with};
 use candle_core::{DType, Device, Result, Tensor};
 
+mod batching;
 mod config;
+mod pages;
+pub use batching::{Fp8PagedCache, Fp8PagedCacheConfig, SeqId};
 pub use config::Fp8KvCacheConfig;
 
 /// An E4M3 paged KV cache on one device (CUDA, or CPU for the f32 reference path).
@@ -283,6 +286,8 @@ impl Fp8KvCache {
                     block_table: &self.block_table,
                     max_pages: self.pages_per_seq,
                     seqlens: &self.seqlens,
+                    check: false,
+                    op,
                 },
                 softmax_scale,
                 causal,

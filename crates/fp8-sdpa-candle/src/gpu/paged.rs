@@ -1,6 +1,7 @@
-//! `Fp8KvCache::attend` on CUDA: a `CustomOp1` over Q holding the cache's page pools,
-//! descales, block table and lengths as fields, launched through fp8-sdpa's
-//! `Device::paged_attention` (the decode family) on candle's stream.
+//! Paged attention on CUDA (`Fp8KvCache::attend`, `Fp8PagedCache::attend`,
+//! `flash_attn_paged`): a `CustomOp1` over Q holding the page pools, descales, block table
+//! and lengths as fields, launched through fp8-sdpa's `Device::paged_attention` (the decode
+//! family) on candle's stream.
 
 use super::attn::descale;
 use super::{lib_err, sdpa_device, shape4, strides4, Held};
@@ -11,9 +12,7 @@ use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 use fp8_sdpa::runtime::{CallOptions, IdxRef, PagedAttention, PagedKv, TensorMut, TensorRef};
 use fp8_sdpa::{AttnParams, DType as SdpaDType, Layout as SdpaLayout};
 
-const OP: &str = "Fp8KvCache::attend";
-
-/// The cache's device tensors, as `Fp8KvCache` holds them.
+/// The device tensors of a paged call.
 pub(crate) struct Pages<'a> {
     /// `F8E4M3` `[pages, page_size, heads_kv, head_dim]`.
     pub k: &'a Tensor,
@@ -26,6 +25,11 @@ pub(crate) struct Pages<'a> {
     pub max_pages: usize,
     /// `I32` `[batch]`.
     pub seqlens: &'a Tensor,
+    /// Read the table, lengths and descales back and check them (one synchronization): for
+    /// tables the caller built; a cache that builds its own skips it.
+    pub check: bool,
+    /// The public function, for errors.
+    pub op: &'static str,
 }
 
 /// Queues paged decode attention of `q` over the cache on candle's stream.
@@ -39,6 +43,8 @@ pub(crate) fn attend(q: &Tensor, pages: Pages<'_>, scale: f32, causal: bool) -> 
         max_pages: pages.max_pages,
         seqlens: pages.seqlens.clone(),
         params: AttnParams::new(scale, causal),
+        check: pages.check,
+        op: pages.op,
     };
     q.apply_op1_no_bwd(&op)
 }
@@ -52,6 +58,8 @@ struct PagedOp {
     max_pages: usize,
     seqlens: Tensor,
     params: AttnParams,
+    check: bool,
+    op: &'static str,
 }
 
 impl PagedOp {
@@ -62,9 +70,10 @@ impl PagedOp {
         ql: &Layout,
         q_type: SdpaDType,
     ) -> Result<CudaStorage> {
-        let lib = |e| lib_err(OP, e);
+        let op = self.op;
+        let lib = |e| lib_err(op, e);
         let stream = dev.cuda_stream();
-        let sdpa = sdpa_device(OP, &stream)?;
+        let sdpa = sdpa_device(op, &stream)?;
         let (kh, vh) = (Held::new("k pages", &self.k), Held::new("v pages", &self.v));
         let (kdh, vdh) = (
             Held::new("k_descale", &self.k_descale),
@@ -74,14 +83,14 @@ impl PagedOp {
             Held::new("block table", &self.block_table),
             Held::new("seqlens", &self.seqlens),
         );
-        let (S::F8E4M3(kp), S::F8E4M3(vp)) = (kh.slice(OP)?, vh.slice(OP)?) else {
-            return Err(err(OP, "the page pools must be F8E4M3"));
+        let (S::F8E4M3(kp), S::F8E4M3(vp)) = (kh.slice(op)?, vh.slice(op)?) else {
+            return Err(err(op, "the page pools must be F8E4M3"));
         };
-        let (S::F32(kd), S::F32(vd)) = (kdh.slice(OP)?, vdh.slice(OP)?) else {
-            return Err(err(OP, "the descales must be F32"));
+        let (S::F32(kd), S::F32(vd)) = (kdh.slice(op)?, vdh.slice(op)?) else {
+            return Err(err(op, "the descales must be F32"));
         };
-        let (S::I32(table), S::I32(lens)) = (th.slice(OP)?, lh.slice(OP)?) else {
-            return Err(err(OP, "the block table and seqlens must be I32"));
+        let (S::I32(table), S::I32(lens)) = (th.slice(op)?, lh.slice(op)?) else {
+            return Err(err(op, "the block table and seqlens must be I32"));
         };
         let (kp, vp) = (kp.slice(kh.range()), vp.slice(vh.range()));
         let (kd, vd) = (kd.slice(kdh.range()), vd.slice(vdh.range()));
@@ -118,9 +127,9 @@ impl PagedOp {
             Some(descale(&kd, &stream, heads_kv)),
             Some(descale(&vd, &stream, heads_kv)),
         );
-        // The cache builds its table and lengths itself; reading them back (and the
-        // descales) would synchronize candle's stream on every decode step.
-        let opts = CallOptions::default().with_check_descales(false);
+        // A cache builds its table and lengths itself; reading them back (and the descales)
+        // would synchronize candle's stream on every decode step.
+        let opts = CallOptions::default().with_check_descales(self.check);
         sdpa.paged_attention(&stream, &call, opts).map_err(lib)?;
         drop(call);
         Ok(CudaStorage::wrap_cuda_slice(o, dev.clone()))
@@ -134,14 +143,14 @@ impl CustomOp1 for PagedOp {
 
     fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
         // A CPU cache takes the f32 reference before any op is built.
-        Err(err(OP, "this op runs on CUDA tensors only"))
+        Err(err(self.op, "this op runs on CUDA tensors only"))
     }
 
     fn cuda_fwd(&self, qs: &CudaStorage, ql: &Layout) -> Result<(CudaStorage, Shape)> {
         let o = match &qs.slice {
             S::F16(q) => self.run(&qs.device, q, ql, SdpaDType::F16)?,
             S::BF16(q) => self.run(&qs.device, q, ql, SdpaDType::Bf16)?,
-            _ => return Err(err(OP, "q must be F16 or BF16")),
+            _ => return Err(err(self.op, "q must be F16 or BF16")),
         };
         Ok((o, ql.shape().clone()))
     }
