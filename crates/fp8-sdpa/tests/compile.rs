@@ -200,3 +200,33 @@ fn fp8_helper_kernels_compile_for_every_arch() {
         }
     }
 }
+
+/// The paged-cache writer (`cache.cu`) in each of its four modes compiles on every arch
+/// without spills or a stack frame (it is not a registered attention spec, so `sdpa-lab
+/// check` does not see it).
+#[test]
+fn the_cache_writer_compiles_clean_in_every_mode() {
+    let compiler = Compiler::with_cache(None);
+    for arch in Arch::ALL {
+        for in_t in ["half_t", "bf16_t"] {
+            for e4m3 in ["0", "1"] {
+                let defines = [
+                    ("CACHE_IN_T".to_string(), in_t.to_string()),
+                    ("CACHE_E4M3".to_string(), e4m3.to_string()),
+                ];
+                let m = compiler
+                    .compile_source_ungated(&fp8_sdpa::kernels::CACHE, &defines, arch)
+                    .unwrap();
+                let r = m
+                    .resources
+                    .iter()
+                    .find(|r| r.function == "write_paged_kv")
+                    .unwrap_or_else(|| panic!("{arch} {in_t} {e4m3}: no report\n{}", m.log));
+                assert!(
+                    r.spill_stores == 0 && r.spill_loads == 0 && r.stack_frame == 0,
+                    "{arch} {in_t} e4m3={e4m3}: {r:?}"
+                );
+            }
+        }
+    }
+}

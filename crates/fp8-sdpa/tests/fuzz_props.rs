@@ -307,3 +307,61 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    // Most hostile inputs are refused; 2048 cases give about 70 accepted ones to check.
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+    /// The paged-cache writer's checks (`runtime::cache_write::plan_write`) over hostile sizes,
+    /// strides and buffers: never panics, and an accepted write keeps every element the kernel
+    /// can touch inside its buffer (K and V: the last token's last head's last element; the
+    /// pools: every slot the kernel may write, i.e. all of them).
+    #[test]
+    fn an_accepted_cache_write_stays_in_its_buffers(
+        tokens in prop_oneof![0usize..40, any::<usize>()],
+        heads in prop_oneof![1usize..9, any::<usize>()],
+        dim in prop_oneof![Just(64usize), Just(128), 1usize..300, any::<usize>()],
+        pages in prop_oneof![1usize..64, any::<usize>()],
+        page_size in prop_oneof![Just(16usize), Just(64), 0usize..300],
+        token_stride in prop_oneof![Just(0usize), 1usize..100_000, any::<usize>()],
+        head_stride in prop_oneof![1usize..1000, any::<usize>()],
+        short in 0usize..3,
+        e4m3 in any::<bool>(),
+    ) {
+        use fp8_sdpa::runtime::cache_write::plan_write;
+        use fp8_sdpa::runtime::TensorDesc;
+        use fp8_sdpa::DType;
+        let gap = 1u64 << 52; // each buffer in its own region
+        let new = |i: u64| TensorDesc {
+            ptr: i * gap,
+            bytes: (tokens.saturating_mul(token_stride).saturating_add(heads.saturating_mul(head_stride)))
+                .saturating_mul(2)
+                .saturating_sub(short),
+            dtype: DType::F16,
+            shape: [1, tokens, heads, dim],
+            strides: [0, token_stride, head_stride, 1],
+        };
+        let pool_dtype = if e4m3 { DType::E4m3 } else { DType::F16 };
+        let row = heads.saturating_mul(dim);
+        let pool = |i: u64| TensorDesc {
+            ptr: i * gap,
+            bytes: pages.saturating_mul(page_size).saturating_mul(row).saturating_mul(pool_dtype.size()),
+            dtype: pool_dtype,
+            shape: [pages, page_size, heads, dim],
+            strides: [page_size.saturating_mul(row), row, dim, 1],
+        };
+        let (k, v, kc, vc) = (new(1), new(2), pool(3), pool(4));
+        let ds = e4m3.then_some([(6 * gap, heads), (7 * gap, heads)]);
+        if let Ok(p) = plan_write(&k, &v, &kc, &vc, (5 * gap, tokens), ds) {
+            prop_assert_eq!(p.tokens as usize, tokens);
+            if tokens > 0 {
+                let last = (tokens as u128 - 1) * p.k_strides[0] as u128
+                    + (heads as u128 - 1) * p.k_strides[1] as u128
+                    + dim as u128;
+                prop_assert!(last * 2 <= k.bytes as u128, "K: {} > {}", last * 2, k.bytes);
+            }
+            let pool_end = p.pool_slots as u128 * heads as u128 * dim as u128 * pool_dtype.size() as u128;
+            prop_assert!(pool_end <= kc.bytes as u128);
+            prop_assert!(p.pool_slots <= i32::MAX as i64);
+        }
+    }
+}

@@ -61,6 +61,13 @@ pub const FP8: KernelSource = KernelSource {
     entry: "quantize_e4m3_bshd",
 };
 
+/// Writing new tokens into a paged KV cache (`cache.cu`): entry `write_paged_kv`.
+pub const CACHE: KernelSource = KernelSource {
+    name: "cache.cu",
+    text: include_str!("cache.cu"),
+    entry: "write_paged_kv",
+};
+
 /// Context parallelism's log-sum-exp merge (`cp.cu`): entries `cp_merge` and `cp_finish`,
 /// built with `CP_OUT_T` (`half_t` or `bf16_t`).
 pub const CP: KernelSource = KernelSource {

@@ -21,10 +21,11 @@
 //! breaking callers. Their fields stay public to read and to assign.
 //!
 //! [`quantize::quantize_e4m3`] turns fp16/bf16 tensors into E4M3 codes and descales on the
-//! GPU.
+//! GPU; [`Device::write_paged_kv`] writes new tokens into a paged cache ([`PagedKvWrite`]).
 
 pub(crate) mod abi;
 pub mod attention;
+pub mod cache_write;
 mod call;
 pub(crate) mod decode;
 pub mod device;
@@ -40,6 +41,7 @@ pub mod varlen;
 pub(crate) mod varlen_decode;
 
 pub use attention::Attention;
+pub use cache_write::PagedKvWrite;
 pub use call::{CallCommon, CallOptions, Descale, KernelChoice, Launched};
 pub use device::{Device, DeviceInfo, LoadedKernel};
 pub use paged::{PagedAttention, PagedAttentionVarlen, PagedKv};
