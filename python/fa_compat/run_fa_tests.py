@@ -184,8 +184,8 @@ def why_not(name, p):
         return "window_size (local attention): not implemented (issue 48)"
     if "d" in p and p["d"] not in SUPPORTED_D:
         return "head dim %d: fp8_sdpa serves 64, 128, 256 (issue 48)" % p["d"]
-    if p.get("new_kv"):
-        return "k/v appended by flash_attn_with_kvcache: not implemented (issue 48)"
+    if p.get("new_kv") and p.get("rotary_fraction", 0.0) > 0.0:
+        return "rotary embedding of appended k/v: not implemented"
     if p.get("has_leftpad"):
         return "cache_leftpad: not implemented"
     if name.startswith("test_flash_attn_varlen") and p.get("paged_kv_block_size"):
@@ -199,8 +199,10 @@ def why_not(name, p):
             return "duplicate: num_splits=1 (ignored: the library picks its split)"
         if p.get("rotary_fraction", 0.0) > 0.0:
             return "rotary: only with appended k/v (the test itself skips it otherwise)"
-        if p.get("rotary_interleaved") or not p.get("seqlen_new_eq_seqlen_q", True):
-            return "duplicate: rotary_interleaved / seqlen_new_eq_seqlen_q only matter with appended k/v"
+        if p.get("rotary_interleaved"):
+            return "duplicate: rotary_interleaved only matters with rotary"
+        if not p.get("new_kv") and not p.get("seqlen_new_eq_seqlen_q", True):
+            return "duplicate: seqlen_new_eq_seqlen_q only matters with appended k/v"
     return None
 
 def pytest_collection_modifyitems(config, items):

@@ -17,6 +17,7 @@ from .interface import (  # noqa: E402
     flash_attn_varlen_func,
     flash_attn_with_kvcache,
     quantize_e4m3,
+    reshape_and_cache_flash,
     set_value_checks,
 )
 
@@ -27,6 +28,7 @@ __all__ = [
     "flash_attn_varlen_func",
     "flash_attn_with_kvcache",
     "quantize_e4m3",
+    "reshape_and_cache_flash",
     "set_value_checks",
     "NVRTC_PATH",
 ]

@@ -309,17 +309,132 @@ def flash_attn_with_kvcache(
     float8_e4m3fn with ``k_descale``/``v_descale``. ``cache_seqlens``: int32 ``(batch,)`` or
     an int (default: the whole cache). Causal aligns each sequence bottom-right. Returns
     ``out`` or ``(out, softmax_lse)``. ``num_splits`` is accepted and ignored (the library
-    picks its own split)."""
+    picks its own split).
+
+    With ``k``, ``v`` ``(batch, seqlen_new, nheads_k, headdim)`` (q's dtype), the new tokens
+    are first written into the cache in place at positions ``cache_seqlens[b] ..
+    cache_seqlens[b] + seqlen_new`` (through ``block_table`` for a paged cache; E4M3 caches
+    quantize them with per-head ``k_descale``/``v_descale`` ``(nheads_k,)``, saturating), then
+    attended with ``cache_seqlens + seqlen_new`` keys, as FlashAttention does;
+    ``cache_seqlens`` itself is not changed. Positions past the cache are not written (and
+    the call is refused while value checks are on)."""
     _unsupported(
-        k=k, v=v, rotary_cos=rotary_cos, rotary_sin=rotary_sin,
+        rotary_cos=rotary_cos, rotary_sin=rotary_sin,
         cache_batch_idx=cache_batch_idx, cache_leftpad=cache_leftpad,
         window_size=window_size, softcap=softcap, alibi_slopes=alibi_slopes,
     )
+    if (k is None) != (v is None):
+        raise ValueError("give both k and v to append, or neither")
+    if k is not None:
+        cache_seqlens = _append_kv(
+            q, k_cache, v_cache, k, v, cache_seqlens, block_table, k_descale, v_descale,
+        )
     out, lse = _ops(q).flash_attn_kvcache(
         q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal,
         q_descale, k_descale, v_descale, bool(return_softmax_lse),
     )
     return (out, lse) if return_softmax_lse else out
+
+
+def _per_head(torch, scale, heads, device, name):
+    """A descale as float32 ``(heads,)`` on ``device``: one value (vLLM's per-tensor scale)
+    is repeated over the heads."""
+    t = torch.as_tensor(scale, dtype=torch.float32, device=device).reshape(-1)
+    if t.numel() == 1:
+        return t.expand(heads).contiguous()
+    if t.numel() != heads:
+        raise ValueError(
+            f"{name} has {t.numel()} values; give one, or one per kv head ({heads})"
+        )
+    return t.contiguous()
+
+
+def reshape_and_cache_flash(
+    key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype="auto",
+    k_scale=None, v_scale=None,
+):
+    """vLLM's ``reshape_and_cache_flash``: writes ``key``, ``value`` ``(num_tokens, num_heads,
+    head_size)`` (fp16/bf16) into the paged caches ``(num_blocks, block_size, num_heads,
+    head_size)`` (contiguous, block_size 16..256) in place, token ``t`` at slot
+    ``slot_mapping[t]`` = block * block_size + offset (int64 or int32; negative: padding,
+    skipped). ``kv_cache_dtype`` ``"auto"``: caches of key's dtype (the scales are ignored);
+    ``"fp8"`` or ``"fp8_e4m3"``: float8_e4m3fn caches, code = e4m3(x / scale) saturating at
+    ±448, ``k_scale``/``v_scale`` one float32 value or one per head. A slot past the caches is
+    refused while value checks are on, and never written either way."""
+    torch = _torch()
+    if kv_cache_dtype not in ("auto", "fp8", "fp8_e4m3"):
+        raise NotImplementedError(
+            f"kv_cache_dtype {kv_cache_dtype!r}: fp8-sdpa writes 'auto' (16-bit) and "
+            "'fp8'/'fp8_e4m3' caches"
+        )
+    if slot_mapping.dtype != torch.int32:
+        slot_mapping = slot_mapping.to(torch.int32)
+    kd = vd = None
+    if kv_cache_dtype != "auto":
+        if k_scale is None or v_scale is None:
+            raise ValueError("an fp8 cache needs k_scale and v_scale (its descales)")
+        heads = key.shape[-2]
+        kd = _per_head(torch, k_scale, heads, key.device, "k_scale")
+        vd = _per_head(torch, v_scale, heads, key.device, "v_scale")
+    dev, stream, check = _launch_ctx(torch, key)
+    _native.run_write_kv(
+        key, value, key_cache, value_cache, slot_mapping.contiguous(), kd, vd, dev, stream, check,
+    )
+
+
+def _append_kv(q, k_cache, v_cache, k, v, cache_seqlens, block_table, k_descale, v_descale):
+    """flash_attn_with_kvcache's append: writes k, v at each sequence's end (in place) and
+    returns the lengths to attend with."""
+    torch = _torch()
+    b, s_new = k.shape[0], k.shape[1]
+    if cache_seqlens is None:
+        raise ValueError("appending k, v needs cache_seqlens (where each sequence ends)")
+    if isinstance(cache_seqlens, int):
+        cache_seqlens = torch.full((b,), cache_seqlens, dtype=torch.int32, device=q.device)
+    pos = cache_seqlens.to(torch.int64)[:, None] + torch.arange(s_new, device=q.device)[None, :]
+    if block_table is None:
+        # A dense cache (batch, seqlen_cache, ...) is pools of pages that tile each row; view()
+        # refuses a cache it cannot view without a copy (a write to a copy would be lost).
+        cap, p = k_cache.shape[1], _page(k_cache.shape[1])
+        slots = torch.arange(b, device=q.device)[:, None] * cap + pos
+        try:
+            pools = tuple(c.view(c.shape[0] * cap // p, p, *c.shape[2:]) for c in (k_cache, v_cache))
+        except RuntimeError as e:
+            raise ValueError(f"appending needs contiguous caches: {e}") from e
+    else:
+        page = k_cache.shape[1]
+        cap = block_table.shape[1] * page
+        idx = (pos // page).clamp(max=block_table.shape[1] - 1)
+        slots = block_table.to(torch.int64).gather(1, idx) * page + pos % page
+        pools = (k_cache, v_cache)
+    if _CHECK_VALUES and not torch.cuda.is_current_stream_capturing():
+        longest = int(cache_seqlens.max()) + s_new
+        if longest > cap:
+            raise ValueError(
+                f"appending {s_new} tokens makes a sequence of {longest} but the cache holds {cap}"
+            )
+    slots = torch.where(pos < cap, slots, torch.full_like(slots, -1))
+    fp8 = k_cache.dtype == torch.float8_e4m3fn
+    if fp8 and (k_descale is None or v_descale is None or k_descale.dim() != 1):
+        raise NotImplementedError(
+            "appending to an E4M3 cache needs per-head k_descale and v_descale (nheads_k,)"
+        )
+    reshape_and_cache_flash(
+        k.reshape(b * s_new, *k.shape[2:]), v.reshape(b * s_new, *v.shape[2:]),
+        pools[0], pools[1], slots.reshape(-1),
+        "fp8" if fp8 else "auto", k_descale if fp8 else None, v_descale if fp8 else None,
+    )
+    return (cache_seqlens + s_new).to(torch.int32)
+
+
+def _page(cap):
+    """A page size 16..256 dividing a dense cache's length (the writer's pools)."""
+    for p in range(256, 15, -1):
+        if cap % p == 0:
+            return p
+    raise ValueError(
+        f"a dense cache of {cap} positions needs a length with a divisor in 16..256 to append to"
+    )
 
 
 def _quantize_e4m3(x):

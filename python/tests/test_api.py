@@ -407,14 +407,19 @@ def test_fp8_cache_needs_descales(no_torch):
 
 
 @pytest.mark.parametrize("option", [
-    {"k": FakeTensor((B, 1, HK, D))}, {"cache_batch_idx": FakeTensor((B,), "int32")},
-    {"rotary_cos": FakeTensor((S, D // 2))},
+    {"cache_batch_idx": FakeTensor((B,), "int32")}, {"rotary_cos": FakeTensor((S, D // 2))},
 ])
 def test_kvcache_options_not_implemented(option):
     q = FakeTensor((B, 1, HQ, D))
     k, v = FakeTensor((B, 256, HK, D)), FakeTensor((B, 256, HK, D))
     with pytest.raises(NotImplementedError):
         fp8_sdpa.flash_attn_with_kvcache(q, k, v, **option)
+
+
+def test_kvcache_append_needs_both_k_and_v():
+    q = FakeTensor((B, 1, HQ, D))
+    k, v = FakeTensor((B, 256, HK, D)), FakeTensor((B, 256, HK, D))
+    refused("both k and v", fp8_sdpa.flash_attn_with_kvcache, q, k, v, k=FakeTensor((B, 1, HK, D)))
 
 
 def test_kvcache_int_seqlens_reach_allocation(no_torch):
@@ -440,3 +445,36 @@ def test_quantize_takes_16_bit_input(no_torch):
 def test_quantize_needs_contiguous_last_dim(no_torch):
     x = FakeTensor((B, S, HK, D), "float16", strides=(S * HK * D * 2, HK * D * 2, D * 2, 2))
     refused("contiguous last dim", fp8_sdpa.quantize_e4m3, x)
+
+
+# ------------------------------------------------------------ writing into a paged cache
+
+
+def write_args(dtype="float16", cache="float16", tokens=5, heads=2, dim=64, pages=8, page=16):
+    k = FakeTensor((tokens, heads, dim), dtype)
+    v = FakeTensor((tokens, heads, dim), dtype)
+    kc = FakeTensor((pages, page, heads, dim), cache)
+    vc = FakeTensor((pages, page, heads, dim), cache)
+    slots = FakeTensor((tokens,), "int32")
+    return k, v, kc, vc, slots
+
+
+def test_a_valid_cache_write_plans():
+    assert _native.plan_write_kv(*write_args()) is None
+    ds = FakeTensor((2,), "float32")
+    assert _native.plan_write_kv(*write_args(cache="float8_e4m3fn"), ds, ds) is None
+
+
+def test_bad_cache_writes_are_refused_with_the_reason():
+    k, v, kc, vc, slots = write_args()
+    refused("pools must both be", _native.plan_write_kv, k, v, kc,
+            FakeTensor(vc.shape, "bfloat16"), slots)
+    refused("need a descale per head", _native.plan_write_kv, *write_args(cache="float8_e4m3fn"))
+    ds = FakeTensor((2,), "float32")
+    refused("take no descales", _native.plan_write_kv, k, v, kc, vc, slots, ds, ds)
+    refused("at least 5 entries", _native.plan_write_kv, k, v, kc, vc, FakeTensor((4,), "int32"))
+    refused("must be contiguous", _native.plan_write_kv, k, v,
+            FakeTensor(kc.shape, strides=(16 * 2 * 128, 2 * 128, 128, 1)), vc, slots)
+    refused("page_size 16..=256", _native.plan_write_kv, *write_args(page=8))
+    refused("both k_scale and v_scale", _native.plan_write_kv, k, v, kc, vc, slots, ds)
+    refused("must be 3-d", _native.plan_write_kv, FakeTensor((1, 5, 2, 64)), v, kc, vc, slots)

@@ -64,7 +64,9 @@ def test_every_unimplemented_parameter_has_a_reason():
                          ({"d": 96}, "head dim 96"), ({"deterministic": True}, "duplicate")]:
         reason = why("test_flash_attn_output", {**run, **change})
         assert reason is not None and word in reason, (change, reason)
-    assert "appended" in why("test_flash_attn_kvcache", {**run, "new_kv": True})
+    assert "rotary" in why("test_flash_attn_kvcache", {**run, "new_kv": True, "rotary_fraction": 0.5})
+    assert why("test_flash_attn_kvcache", {**run, "new_kv": True, "rotary_fraction": 0.0,
+                                           "num_splits": 0, "seqlen_new_eq_seqlen_q": False}) is None
     assert "block_table" in why("test_flash_attn_varlen_causal", {**run, "paged_kv_block_size": 256})
     assert why("test_flash_attn_kvcache", {**run, "paged_kv_block_size": 256, "num_splits": 0,
                                            "rotary_fraction": 0.0, "rotary_interleaved": False,

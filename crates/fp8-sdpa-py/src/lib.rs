@@ -771,6 +771,137 @@ fn device_count() -> usize {
     Device::count()
 }
 
+/// A `reshape_and_cache_flash` call's descriptions: new K and V packed `(tokens, heads,
+/// dim)`, the pools `(pages, page_size, heads, dim)`, the int32 slots, the descales (E4M3).
+struct WriteArgs {
+    args: Vec<Arg>,
+    k: TensorDesc,
+    v: TensorDesc,
+    kc: TensorDesc,
+    vc: TensorDesc,
+    slots: (u64, usize),
+    descales: Option<[(u64, usize); 2]>,
+}
+
+fn write_args(
+    key: &Bound<'_, PyAny>,
+    value: &Bound<'_, PyAny>,
+    key_cache: &Bound<'_, PyAny>,
+    value_cache: &Bound<'_, PyAny>,
+    slot_mapping: &Bound<'_, PyAny>,
+    k_descale: Option<&Bound<'_, PyAny>>,
+    v_descale: Option<&Bound<'_, PyAny>>,
+) -> PyResult<WriteArgs> {
+    let k = Arg::read("key", key)?;
+    let v = Arg::read("value", value)?;
+    let kc = Arg::read("key_cache", key_cache)?;
+    let vc = Arg::read("value_cache", value_cache)?;
+    let slots = Arg::read("slot_mapping", slot_mapping)?;
+    let kd = Arg::opt("k_scale", k_descale)?;
+    let vd = Arg::opt("v_scale", v_descale)?;
+    let descales = match (&kd, &vd) {
+        (Some(a), Some(b)) => Some([a.f32_vec()?, b.f32_vec()?]),
+        (None, None) => None,
+        _ => return bad("give both k_scale and v_scale, or neither".into()),
+    };
+    let out = WriteArgs {
+        k: k.packed()?,
+        v: v.packed()?,
+        kc: kc.bshd()?,
+        vc: vc.bshd()?,
+        slots: slots.idx()?,
+        descales,
+        args: Vec::new(),
+    };
+    let mut args = vec![k, v, kc, vc, slots];
+    args.extend(kd);
+    args.extend(vd);
+    Ok(WriteArgs { args, ..out })
+}
+
+/// Validates a `reshape_and_cache_flash` call (no GPU).
+#[pyfunction]
+#[pyo3(signature = (key, value, key_cache, value_cache, slot_mapping, k_descale=None, v_descale=None))]
+fn plan_write_kv(
+    key: &Bound<'_, PyAny>,
+    value: &Bound<'_, PyAny>,
+    key_cache: &Bound<'_, PyAny>,
+    value_cache: &Bound<'_, PyAny>,
+    slot_mapping: &Bound<'_, PyAny>,
+    k_descale: Option<&Bound<'_, PyAny>>,
+    v_descale: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let w = write_args(
+        key,
+        value,
+        key_cache,
+        value_cache,
+        slot_mapping,
+        k_descale,
+        v_descale,
+    )?;
+    fp8_sdpa::runtime::cache_write::plan_write(&w.k, &w.v, &w.kc, &w.vc, w.slots, w.descales)
+        .map(|_| ())
+        .map_err(py_err)
+}
+
+/// Validates and launches a `reshape_and_cache_flash` call on `stream` of GPU `device`.
+#[pyfunction]
+#[pyo3(signature = (key, value, key_cache, value_cache, slot_mapping, k_descale, v_descale, device, stream, check))]
+#[allow(clippy::too_many_arguments)]
+fn run_write_kv(
+    py: Python<'_>,
+    key: &Bound<'_, PyAny>,
+    value: &Bound<'_, PyAny>,
+    key_cache: &Bound<'_, PyAny>,
+    value_cache: &Bound<'_, PyAny>,
+    slot_mapping: &Bound<'_, PyAny>,
+    k_descale: Option<&Bound<'_, PyAny>>,
+    v_descale: Option<&Bound<'_, PyAny>>,
+    device: usize,
+    stream: usize,
+    check: bool,
+) -> PyResult<()> {
+    let w = write_args(
+        key,
+        value,
+        key_cache,
+        value_cache,
+        slot_mapping,
+        k_descale,
+        v_descale,
+    )?;
+    let on: Vec<&Arg> = w.args.iter().collect();
+    let ordinal = one_device(&on, device)?;
+    fp8_sdpa::runtime::cache_write::plan_write(&w.k, &w.v, &w.kc, &w.vc, w.slots, w.descales)
+        .map_err(py_err)?;
+    let opts = calls::options(check);
+    let (k, v, kc, vc, slots, descales) = (w.k, w.v, w.kc, w.vc, w.slots, w.descales);
+    on_stream(py, ordinal, stream, move |dev, s| {
+        use fp8_sdpa::runtime::{Descale, IdxRef, PagedKvWrite, TensorMut, TensorRef, VecRef};
+        // SAFETY: the descriptions are of the caller's live torch tensors on `device`, which the
+        // Python layer holds for the call, ordered on torch's current stream (`s`); validation
+        // (plan_write, again in write_paged_kv) proved every access inside them.
+        let w = unsafe {
+            let mut w = PagedKvWrite::new(
+                TensorRef::from_raw(k, s),
+                TensorRef::from_raw(v, s),
+                TensorMut::from_raw(kc, s),
+                TensorMut::from_raw(vc, s),
+                IdxRef::from_raw(slots.0, slots.1, s),
+            );
+            if let Some([a, b]) = descales {
+                w = w.with_descales(
+                    Descale::per_head(VecRef::from_raw(a.0, a.1, s)),
+                    Descale::per_head(VecRef::from_raw(b.0, b.1, s)),
+                );
+            }
+            w
+        };
+        dev.write_paged_kv(s, &w, opts)
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -780,6 +911,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_varlen, m)?)?;
     m.add_function(wrap_pyfunction!(plan_kvcache, m)?)?;
     m.add_function(wrap_pyfunction!(run_kvcache, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_write_kv, m)?)?;
+    m.add_function(wrap_pyfunction!(run_write_kv, m)?)?;
     m.add_function(wrap_pyfunction!(plan_quantize, m)?)?;
     m.add_function(wrap_pyfunction!(run_quantize, m)?)?;
     m.add_function(wrap_pyfunction!(describe, m)?)?;
