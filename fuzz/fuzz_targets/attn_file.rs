@@ -1,6 +1,6 @@
-//! `sdpa_lab::fuzzing::check_attn_file` (fuzz/README.md).
+//! `sdpa_harness::fuzzing::check_attn_file` (fuzz/README.md).
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    sdpa_lab::fuzzing::check_attn_file(data);
+    sdpa_harness::fuzzing::check_attn_file(data);
 });
