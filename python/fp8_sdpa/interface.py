@@ -326,8 +326,15 @@ def flash_attn_with_kvcache(
     if (k is None) != (v is None):
         raise ValueError("give both k and v to append, or neither")
     if k is not None:
+        # The call is checked before the cache is written; for a dense cache the plan names
+        # the page size the library reads it in, which the write uses too.
+        plan = _native.plan_kvcache(
+            q, k_cache, v_cache, None, block_table, q_descale, k_descale, v_descale,
+            softmax_scale, causal, bool(return_softmax_lse),
+        )
         cache_seqlens = _append_kv(
             q, k_cache, v_cache, k, v, cache_seqlens, block_table, k_descale, v_descale,
+            plan["page_size"],
         )
     out, lse = _ops(q).flash_attn_kvcache(
         q, k_cache, v_cache, cache_seqlens, block_table, softmax_scale, causal,
@@ -382,9 +389,10 @@ def reshape_and_cache_flash(
     )
 
 
-def _append_kv(q, k_cache, v_cache, k, v, cache_seqlens, block_table, k_descale, v_descale):
+def _append_kv(q, k_cache, v_cache, k, v, cache_seqlens, block_table, k_descale, v_descale,
+               page_size):
     """flash_attn_with_kvcache's append: writes k, v at each sequence's end (in place) and
-    returns the lengths to attend with."""
+    returns the lengths to attend with. ``page_size``: a dense cache's pages (the plan's)."""
     torch = _torch()
     b, s_new = k.shape[0], k.shape[1]
     if cache_seqlens is None:
@@ -395,7 +403,7 @@ def _append_kv(q, k_cache, v_cache, k, v, cache_seqlens, block_table, k_descale,
     if block_table is None:
         # A dense cache (batch, seqlen_cache, ...) is pools of pages that tile each row; view()
         # refuses a cache it cannot view without a copy (a write to a copy would be lost).
-        cap, p = k_cache.shape[1], _page(k_cache.shape[1])
+        cap, p = k_cache.shape[1], page_size
         slots = torch.arange(b, device=q.device)[:, None] * cap + pos
         try:
             pools = tuple(c.view(c.shape[0] * cap // p, p, *c.shape[2:]) for c in (k_cache, v_cache))
@@ -425,16 +433,6 @@ def _append_kv(q, k_cache, v_cache, k, v, cache_seqlens, block_table, k_descale,
         "fp8" if fp8 else "auto", k_descale if fp8 else None, v_descale if fp8 else None,
     )
     return (cache_seqlens + s_new).to(torch.int32)
-
-
-def _page(cap):
-    """A page size 16..256 dividing a dense cache's length (the writer's pools)."""
-    for p in range(256, 15, -1):
-        if cap % p == 0:
-            return p
-    raise ValueError(
-        f"a dense cache of {cap} positions needs a length with a divisor in 16..256 to append to"
-    )
 
 
 def _quantize_e4m3(x):

@@ -161,6 +161,25 @@ pub(crate) fn head_dim(op: &str, d: usize) -> Result<()> {
     Ok(())
 }
 
+/// A page size the paged kernels take (16..=256 tokens).
+pub(crate) fn page_size(op: &str, p: usize) -> Result<()> {
+    if !fp8_sdpa::runtime::validate::PAGE_SIZES.contains(&p) {
+        return Err(err(op, format!("page_size {p} must be 16..=256 tokens")));
+    }
+    Ok(())
+}
+
+/// A cache's headroom factor on its derived descales: finite and >= 1.
+pub(crate) fn headroom(op: &str, h: f32) -> Result<()> {
+    if !(h.is_finite() && h >= 1.0) {
+        return Err(err(
+            op,
+            format!("headroom must be finite and >= 1, got {h}"),
+        ));
+    }
+    Ok(())
+}
+
 /// GQA/MQA grouping: each KV head serves `heads_q / heads_kv` query heads.
 pub(crate) fn gqa(op: &str, heads_q: usize, heads_kv: usize) -> Result<()> {
     if !heads_q.is_multiple_of(heads_kv) {

@@ -1,7 +1,7 @@
 //! Attention over a paged E4M3 KV cache the caller owns.
 
+use crate::cache::dequantized_pages;
 use crate::check::{self, err};
-use crate::quant::dequantize_e4m3;
 use candle_core::{DType, Device, Result, Tensor};
 
 /// Attention of `q` over a paged E4M3 KV cache the caller owns, in vLLM's layout: page pools
@@ -88,12 +88,7 @@ pub fn flash_attn_paged(
     check::head_dim(op, d)?;
     check::gqa(op, hq, hkv)?;
     check::scale(op, softmax_scale)?;
-    if !fp8_sdpa::runtime::validate::PAGE_SIZES.contains(&page_size) {
-        return Err(err(
-            op,
-            format!("page_size {page_size} must be 16..=256 tokens"),
-        ));
-    }
+    check::page_size(op, page_size)?;
     let max_pages = match block_table.dims() {
         [tb, m] if *tb == b && *m >= 1 => *m,
         _ => {
@@ -171,16 +166,9 @@ pub fn flash_attn_paged(
                     outs.push(qi.zeros_like()?.to_dtype(DType::F32)?);
                     continue;
                 }
-                let idx = Tensor::new(
-                    row.iter().map(|&p| p as u32).collect::<Vec<_>>().as_slice(),
-                    q.device(),
-                )?;
-                let gather = |pool: &Tensor, ds: &Tensor| -> Result<Tensor> {
-                    let codes = pool
-                        .index_select(&idx, 0)?
-                        .reshape((1, used * page_size, hkv, d))?
-                        .narrow(1, 0, len as usize)?;
-                    dequantize_e4m3(&codes, &ds.narrow(0, i, 1)?)
+                let row: Vec<u32> = row.iter().map(|&p| p as u32).collect();
+                let gather = |pool: &Tensor, ds: &Tensor| {
+                    dequantized_pages(pool, &row, len as usize, &ds.narrow(0, i, 1)?)
                 };
                 let (k, v) = (gather(k_pages, kd)?, gather(v_pages, vd)?);
                 outs.push(crate::reference::attention(

@@ -265,3 +265,38 @@ fn flash_attn_paged_reads_the_callers_table_and_checks_it() -> candle_core::Resu
     assert!(e.contains("k_pages must be F8E4M3"), "{e}");
     Ok(())
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+    /// `flash_attn_paged`'s checks of a caller's table and lengths, hostile values included
+    /// (negative, past the pools, i32 extremes): never panics, and an accepted call had every
+    /// length within its row's capacity and every page it reads inside the pools.
+    #[test]
+    fn flash_attn_paged_accepts_only_tables_inside_the_pools(
+        pages in 1usize..6,
+        max_pages in 1usize..4,
+        entries in proptest::collection::vec(
+            proptest::prop_oneof![3 => 0i32..6, 1 => proptest::prelude::any::<i32>()], 8),
+        lens in proptest::collection::vec(
+            proptest::prop_oneof![3 => 0i32..49, 1 => proptest::prelude::any::<i32>()], 2),
+    ) {
+        let (page, hkv, d) = (16, 1, 64);
+        let ds = Tensor::new(&[2f32 / 448.0], &CPU)?;
+        let kv = uniform([pages, page, hkv, d], 1.0, 21, DType::F16, &CPU)?;
+        let pool = quantize_e4m3_with(&kv, &ds)?;
+        let table: Vec<i32> = entries[..2 * max_pages].to_vec();
+        let t = Tensor::from_vec(table.clone(), (2, max_pages), &CPU)?;
+        let l = Tensor::from_vec(lens.clone(), 2, &CPU)?;
+        let q = uniform([2, 1, 2, d], 1.0, 22, DType::F16, &CPU)?;
+        if flash_attn_paged(&q, &pool, &pool, &t, &l, &ds, &ds, 0.125, true).is_ok() {
+            for b in 0..2 {
+                let len = lens[b];
+                proptest::prop_assert!(len >= 0 && len as usize <= max_pages * page);
+                let used = (len as usize).div_ceil(page);
+                for &p in &table[b * max_pages..b * max_pages + used] {
+                    proptest::prop_assert!(p >= 0 && (p as usize) < pages, "page {}", p);
+                }
+            }
+        }
+    }
+}

@@ -804,19 +804,19 @@ fn write_args(
         (None, None) => None,
         _ => return bad("give both k_scale and v_scale, or neither".into()),
     };
-    let out = WriteArgs {
-        k: k.packed()?,
-        v: v.packed()?,
-        kc: kc.bshd()?,
-        vc: vc.bshd()?,
-        slots: slots.idx()?,
-        descales,
-        args: Vec::new(),
-    };
+    let (k_desc, v_desc, kc_desc, vc_desc) = (k.packed()?, v.packed()?, kc.bshd()?, vc.bshd()?);
+    let slots_desc = slots.idx()?;
     let mut args = vec![k, v, kc, vc, slots];
-    args.extend(kd);
-    args.extend(vd);
-    Ok(WriteArgs { args, ..out })
+    args.extend(kd.into_iter().chain(vd));
+    Ok(WriteArgs {
+        args,
+        k: k_desc,
+        v: v_desc,
+        kc: kc_desc,
+        vc: vc_desc,
+        slots: slots_desc,
+        descales,
+    })
 }
 
 /// Validates a `reshape_and_cache_flash` call (no GPU).

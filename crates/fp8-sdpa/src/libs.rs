@@ -23,8 +23,8 @@ pub const NVRTC_ENV: &str = "SDPA_NVRTC_PATH";
 /// Environment variable naming libcuda (the file or its folder).
 pub const DRIVER_ENV: &str = "SDPA_CUDA_DRIVER_PATH";
 
-/// The NVRTC majors this library compiles with, newest first (12.4 is the floor: see the
-/// README's support matrix).
+/// The NVRTC majors this library compiles with, newest first (12.6 is the oldest release it
+/// accepts: `compile::nvrtc::OLDEST`).
 const NVRTC_MAJORS: [i32; 2] = [13, 12];
 const DRIVER_NAMES: [&str; 1] = ["libcuda.so.1"];
 
@@ -83,7 +83,7 @@ pub fn ensure_nvrtc() -> Result<Located> {
             what: "NVRTC (libnvrtc.so.13 or libnvrtc.so.12)",
             looked,
             fix: "set SDPA_NVRTC_PATH to the folder holding libnvrtc: for the pip package \
-                  (`pip install nvidia-cuda-nvrtc==13.0.*`, or `nvidia-cuda-nvrtc-cu12` 12.4 or newer for a \
+                  (`pip install nvidia-cuda-nvrtc==13.0.*`, or `nvidia-cuda-nvrtc-cu12` 12.6 or newer for a \
                   CUDA 12 driver) that is <site-packages>/nvidia/cu13/lib (or nvidia/cuda_nvrtc/lib), for this \
                   project's `scripts/test.sh` install .nvrtc/nvidia/cu13/lib; or install the CUDA toolkit",
         })

@@ -1,9 +1,9 @@
 //! A paged E4M3 KV cache for continuous batching: sequences join and leave at any step, each
 //! with its own length, pages and descales.
 
-use super::pages::PageAllocator;
+use super::pages::{dequantized_pages, PageAllocator};
 use crate::check::{self, err};
-use crate::quant::{dequantize_e4m3, quantize_e4m3, quantize_e4m3_with};
+use crate::quant::{quantize_e4m3, quantize_e4m3_with};
 use candle_core::{DType, Device, Result, Tensor};
 use std::collections::BTreeMap;
 
@@ -62,18 +62,8 @@ impl Fp8PagedCacheConfig {
             ));
         }
         check::head_dim(op, c.head_dim)?;
-        if !fp8_sdpa::runtime::validate::PAGE_SIZES.contains(&c.page_size) {
-            return Err(err(
-                op,
-                format!("page_size {} must be 16..=256 tokens", c.page_size),
-            ));
-        }
-        if !(c.headroom.is_finite() && c.headroom >= 1.0) {
-            return Err(err(
-                op,
-                format!("headroom must be finite and >= 1, got {}", c.headroom),
-            ));
-        }
+        check::page_size(op, c.page_size)?;
+        check::headroom(op, c.headroom)?;
         let fits = c
             .pages
             .checked_mul(c.page_size)
@@ -265,16 +255,9 @@ impl Fp8PagedCache {
     /// Sequence `seq`'s K and V decoded to f32 `[1, len, heads_kv, head_dim]`.
     pub fn dequantized_kv(&self, seq: SeqId) -> Result<(Tensor, Tensor)> {
         let s = self.get("Fp8PagedCache::dequantized_kv", seq)?;
-        let c = &self.config;
-        let idx = Tensor::new(s.pages.as_slice(), &self.device)?;
-        let gather = |pool: &Tensor| -> Result<Tensor> {
-            pool.index_select(&idx, 0)?
-                .reshape((1, s.pages.len() * c.page_size, c.heads_kv, c.head_dim))?
-                .narrow(1, 0, s.len)
-        };
         Ok((
-            dequantize_e4m3(&gather(&self.k_pages)?, &s.k_descale)?,
-            dequantize_e4m3(&gather(&self.v_pages)?, &s.v_descale)?,
+            dequantized_pages(&self.k_pages, &s.pages, s.len, &s.k_descale)?,
+            dequantized_pages(&self.v_pages, &s.pages, s.len, &s.v_descale)?,
         ))
     }
 

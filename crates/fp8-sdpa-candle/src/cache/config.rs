@@ -49,18 +49,8 @@ impl Fp8KvCacheConfig {
             ));
         }
         check::head_dim(op, c.head_dim)?;
-        if !fp8_sdpa::runtime::validate::PAGE_SIZES.contains(&c.page_size) {
-            return Err(err(
-                op,
-                format!("page_size {} must be 16..=256 tokens", c.page_size),
-            ));
-        }
-        if !(c.headroom.is_finite() && c.headroom >= 1.0) {
-            return Err(err(
-                op,
-                format!("headroom must be finite and >= 1, got {}", c.headroom),
-            ));
-        }
+        check::page_size(op, c.page_size)?;
+        check::headroom(op, c.headroom)?;
         let pages_per_seq = c.max_seq_len.div_ceil(c.page_size);
         let pages = c
             .batch

@@ -21,6 +21,7 @@ mod config;
 mod pages;
 pub use batching::{Fp8PagedCache, Fp8PagedCacheConfig, SeqId};
 pub use config::Fp8KvCacheConfig;
+pub(crate) use pages::dequantized_pages;
 
 /// An E4M3 paged KV cache on one device (CUDA, or CPU for the f32 reference path).
 ///

@@ -1,6 +1,26 @@
-//! The free pages of a page pool.
+//! The free pages of a page pool, and reading a sequence back out of its pages.
 
+use crate::quant::dequantize_e4m3;
+use candle_core::{Result, Tensor};
 use std::collections::BTreeSet;
+
+/// A sequence's first `len` tokens, read from E4M3 `pool` (`[pages, page_size, heads, dim]`)
+/// through its `pages` in order and decoded with `descale` (`F32` `[1, heads]`): f32
+/// `[1, len, heads, dim]`. `pages` must cover `len` tokens.
+pub(crate) fn dequantized_pages(
+    pool: &Tensor,
+    pages: &[u32],
+    len: usize,
+    descale: &Tensor,
+) -> Result<Tensor> {
+    let (_, page_size, heads, dim) = pool.dims4()?;
+    let idx = Tensor::new(pages, pool.device())?;
+    let codes = pool
+        .index_select(&idx, 0)?
+        .reshape((1, pages.len() * page_size, heads, dim))?
+        .narrow(1, 0, len)?;
+    dequantize_e4m3(&codes, descale)
+}
 
 /// Which pages of a pool are free; hands out the lowest-numbered first, so a pool's use is
 /// deterministic.

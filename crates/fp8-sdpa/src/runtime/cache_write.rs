@@ -4,7 +4,7 @@
 use super::call::{read_back, CallOptions, Descale};
 use super::device::Device;
 use super::tensor::{check_streams, IdxRef, TensorDesc, TensorMut, TensorRef};
-use super::validate::{check_descale_values, span, ByteRange, PAGE_SIZES};
+use super::validate::{check_descale_values, overlaps, range, span, ByteRange, PAGE_SIZES};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels;
@@ -176,7 +176,7 @@ pub fn plan_write(
         .ok_or_else(|| Error::InvalidInput(format!(
             "pools of {pages} pages of {page_size} tokens exceed 2^31 slots (slots are i32); split the pool"
         )))?;
-    if tokens > i32::MAX as usize || heads.checked_mul(dim).is_none_or(|n| n > i32::MAX as usize) {
+    if tokens > i32::MAX as usize || row > i32::MAX as usize {
         return bad(format!(
             "{tokens} tokens of {heads} x {dim} exceed the kernel's i32 counts; split the write"
         ));
@@ -212,24 +212,21 @@ pub fn plan_write(
             }
         }
     }
-    let index =
-        |name: &str, (ptr, len): (u64, usize), size: u64, need: usize| -> Result<ByteRange> {
-            if len < need || !ptr.is_multiple_of(size) {
-                return bad(format!(
-                    "{name} must be {size}-byte aligned with at least {need} entries, got {len}"
-                ));
-            }
-            let end = (len as u64)
-                .checked_mul(size)
-                .and_then(|b| ptr.checked_add(b));
-            end.map(|e| (ptr, e))
-                .ok_or_else(|| Error::InvalidInput(format!("{name} spans past the address space")))
-        };
-    inputs.push(("slots", index("slots", slots, 4, tokens)?));
+    // An i32 or f32 array of at least `need` entries.
+    let index = |name: &str, (ptr, len): (u64, usize), need: usize| -> Result<ByteRange> {
+        if len < need || !ptr.is_multiple_of(4) {
+            return bad(format!(
+                "{name} must be 4-byte aligned with at least {need} entries, got {len}"
+            ));
+        }
+        range(ptr, len, 4)
+            .ok_or_else(|| Error::InvalidInput(format!("{name} spans past the address space")))
+    };
+    inputs.push(("slots", index("slots", slots, tokens)?));
     match (e4m3, descales) {
         (true, Some([kd, vd])) => {
-            inputs.push(("K's descale", index("K's descale", kd, 4, heads)?));
-            inputs.push(("V's descale", index("V's descale", vd, 4, heads)?));
+            inputs.push(("K's descale", index("K's descale", kd, heads)?));
+            inputs.push(("V's descale", index("V's descale", vd, heads)?));
         }
         (true, None) => {
             return bad(
@@ -241,7 +238,6 @@ pub fn plan_write(
         (false, None) => {}
     }
     let (kc, vc) = (inputs[2].1, inputs[3].1);
-    let overlaps = |a: ByteRange, b: ByteRange| a.0 < b.1 && b.0 < a.1;
     if overlaps(kc, vc) {
         return bad("K's and V's pools overlap; give each its own buffer".into());
     }

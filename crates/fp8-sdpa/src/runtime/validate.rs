@@ -77,12 +77,12 @@ pub fn span(t: &TensorDesc) -> Option<ByteRange> {
 }
 
 /// The byte range of `len` elements of `size` bytes at `ptr`, or `None` on overflow.
-fn range(ptr: u64, len: usize, size: u64) -> Option<ByteRange> {
+pub(crate) fn range(ptr: u64, len: usize, size: u64) -> Option<ByteRange> {
     let bytes = (len as u64).checked_mul(size)?;
     Some((ptr, ptr.checked_add(bytes)?))
 }
 
-fn overlaps(a: ByteRange, b: ByteRange) -> bool {
+pub(crate) fn overlaps(a: ByteRange, b: ByteRange) -> bool {
     a.0 < b.1 && b.0 < a.1
 }
 
