@@ -25,6 +25,12 @@ pub struct RefOutput {
     /// against, which bounds the 8-bit `wgmma`'s score error (`harness::lse_tolerances`).
     /// Empty where a caller assembled the reference without it.
     pub score_magnitude: Vec<f64>,
+    /// Per element of `o` (same order), the row's score magnitude times
+    /// `Σⱼ pⱼ·|vⱼ − oᵢ| / l`: a relative error δ in each key's weight, as a score error of
+    /// δ / magnitude gives, moves the element by at most δ times this. It bounds the 8-bit
+    /// `wgmma`'s O error from score truncation (`harness::judge`). Empty where a caller
+    /// assembled the reference without it.
+    pub o_slack: Vec<f64>,
 }
 
 /// Number of keys query row `i` sees: all of them, or under the bottom-right-aligned causal
@@ -57,6 +63,10 @@ fn check_shape(shape: &AttnShape, q: usize, k: usize, v: usize) -> Result<()> {
     Ok(())
 }
 
+/// One (sequence, query head) task's output: its rows of O, LSEs, score magnitudes and O
+/// slack, in row order.
+type HeadRows = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>);
+
 /// Computes attention in f64. `q`, `k`, `v` are BSHD-contiguous (`[batch, seq, heads,
 /// head_dim]`), `scale` multiplies the scores before the softmax. Work is spread over
 /// (batch, query head) with rayon. Errors when `heads_q` is not a multiple of `heads_kv` or
@@ -81,9 +91,9 @@ pub fn attention(
     } = *shape;
     let group = heads_q / heads_kv;
 
-    // One task per (batch, query head); each returns its [seq_q, d] rows, seq_q LSEs and
-    // score magnitudes.
-    let per_head: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> = (0..batch * heads_q)
+    // One task per (batch, query head); each returns its [seq_q, d] rows, seq_q LSEs, score
+    // magnitudes and its rows' O slack.
+    let per_head: Vec<HeadRows> = (0..batch * heads_q)
         .into_par_iter()
         .map(|bh| {
             let (b, h) = (bh / heads_q, bh % heads_q);
@@ -99,26 +109,30 @@ pub fn attention(
             };
             let (kh, vh) = (gather(k), gather(v));
             let mut o = vec![0f64; seq_q * d];
+            let mut slack = vec![0f64; seq_q * d];
             let mut lse = vec![f64::NEG_INFINITY; seq_q];
             let mut mag = vec![0f64; seq_q];
             let mut s = vec![0f64; seq_kv];
             for i in 0..seq_q {
                 let qi = &q[((b * seq_q + i) * heads_q + h) * d..][..d];
                 let n = visible_keys(i, seq_q, seq_kv, causal);
-                (lse[i], mag[i]) = attend_row(qi, &kh, &vh, n, scale, &mut s, &mut o[i * d..][..d]);
+                let (oi, si) = (&mut o[i * d..][..d], &mut slack[i * d..][..d]);
+                (lse[i], mag[i]) = attend_row(qi, &kh, &vh, n, scale, &mut s, oi, si);
             }
-            (o, lse, mag)
+            (o, lse, mag, slack)
         })
         .collect();
 
     let mut o = vec![0f64; shape.q_len()];
+    let mut o_slack = vec![0f64; shape.q_len()];
     let mut lse = Vec::with_capacity(shape.lse_len());
     let mut score_magnitude = Vec::with_capacity(shape.lse_len());
-    for (bh, (oh, lh, mh)) in per_head.into_iter().enumerate() {
+    for (bh, (oh, lh, mh, sh)) in per_head.into_iter().enumerate() {
         let (b, h) = (bh / heads_q, bh % heads_q);
         for i in 0..seq_q {
             let at = ((b * seq_q + i) * heads_q + h) * d;
             o[at..at + d].copy_from_slice(&oh[i * d..][..d]);
+            o_slack[at..at + d].copy_from_slice(&sh[i * d..][..d]);
         }
         lse.extend_from_slice(&lh); // [b, h, seq_q] order is the task order
         score_magnitude.extend_from_slice(&mh);
@@ -127,13 +141,16 @@ pub fn attention(
         o,
         lse,
         score_magnitude,
+        o_slack,
     })
 }
 
 /// One query row `qi` against the first `n` rows of a head's gathered keys `kh` and values
-/// `vh` (`[keys, d]`, d = `qi.len()`): writes the output row to `oi` (left 0 when `n` is 0)
-/// and returns the LSE (−inf when `n` is 0) and the row's score magnitude
-/// ([`RefOutput::score_magnitude`]). `s` is scratch of at least `n` scores.
+/// `vh` (`[keys, d]`, d = `qi.len()`): writes the output row to `oi` and its O slack
+/// ([`RefOutput::o_slack`]) to `slack` (both left 0 when `n` is 0) and returns the LSE (−inf
+/// when `n` is 0) and the row's score magnitude ([`RefOutput::score_magnitude`]). `s` is
+/// scratch of at least `n` scores.
+#[allow(clippy::too_many_arguments)]
 fn attend_row(
     qi: &[f64],
     kh: &[f64],
@@ -142,6 +159,7 @@ fn attend_row(
     scale: f64,
     s: &mut [f64],
     oi: &mut [f64],
+    slack: &mut [f64],
 ) -> (f64, f64) {
     let d = qi.len();
     if n == 0 {
@@ -169,8 +187,9 @@ fn attend_row(
         },
     );
     let mut l = 0f64;
-    for (j, &sj) in s.iter().enumerate() {
-        let p = (sj - m).exp();
+    for (j, sj) in s.iter_mut().enumerate() {
+        let p = (*sj - m).exp();
+        *sj = p; // kept for the slack below
         l += p;
         // 0 · NaN is NaN, so a NaN in a visible V row reaches the output even where its
         // weight underflowed to zero.
@@ -180,6 +199,16 @@ fn attend_row(
     }
     for oc in oi.iter_mut() {
         *oc /= l;
+    }
+    for (j, &p) in s.iter().enumerate() {
+        for ((sc, &vc), &oc) in slack.iter_mut().zip(&vh[j * d..][..d]).zip(oi.iter()) {
+            *sc += p * (vc - oc).abs();
+        }
+    }
+    for sc in slack.iter_mut() {
+        // A non-finite slack would loosen the bound to nothing: such rows get none.
+        let x = *sc / l * mag;
+        *sc = if x.is_finite() { x } else { 0.0 };
     }
     (m + l.ln(), mag)
 }
@@ -214,8 +243,9 @@ pub fn attention_varlen(
         }
     }
     let group = hq / hkv;
-    // One task per (sequence, query head): its rows of O, its LSEs and score magnitudes.
-    let per_head: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> = (0..shape.batch() * hq)
+    // One task per (sequence, query head): its rows of O, its LSEs, score magnitudes and O
+    // slack.
+    let per_head: Vec<HeadRows> = (0..shape.batch() * hq)
         .into_par_iter()
         .map(|bh| {
             let (b, h) = (bh / hq, bh % hq);
@@ -228,24 +258,28 @@ pub fn attention_varlen(
             };
             let (kh, vh) = (gather(k), gather(v));
             let mut o = vec![0f64; lq * d];
+            let mut slack = vec![0f64; lq * d];
             let mut lse = vec![f64::NEG_INFINITY; lq];
             let mut mag = vec![0f64; lq];
             let mut s = vec![0f64; lk];
             for (i, tok) in qs.enumerate() {
                 let qi = &q[(tok * hq + h) * d..][..d];
                 let n = visible_keys(i, lq, lk, causal);
-                (lse[i], mag[i]) = attend_row(qi, &kh, &vh, n, scale, &mut s, &mut o[i * d..][..d]);
+                let (oi, si) = (&mut o[i * d..][..d], &mut slack[i * d..][..d]);
+                (lse[i], mag[i]) = attend_row(qi, &kh, &vh, n, scale, &mut s, oi, si);
             }
-            (o, lse, mag)
+            (o, lse, mag, slack)
         })
         .collect();
     let mut o = vec![0f64; total_q * hq * d];
+    let mut o_slack = vec![0f64; total_q * hq * d];
     let mut lse = vec![f64::NEG_INFINITY; hq * total_q];
     let mut score_magnitude = vec![0f64; hq * total_q];
-    for (bh, (oh, lh, mh)) in per_head.into_iter().enumerate() {
+    for (bh, (oh, lh, mh, sh)) in per_head.into_iter().enumerate() {
         let (b, h) = (bh / hq, bh % hq);
         for (i, tok) in shape.q_range(b).enumerate() {
             o[(tok * hq + h) * d..][..d].copy_from_slice(&oh[i * d..][..d]);
+            o_slack[(tok * hq + h) * d..][..d].copy_from_slice(&sh[i * d..][..d]);
             lse[h * total_q + tok] = lh[i];
             score_magnitude[h * total_q + tok] = mh[i];
         }
@@ -254,6 +288,7 @@ pub fn attention_varlen(
         o,
         lse,
         score_magnitude,
+        o_slack,
     })
 }
 
@@ -412,6 +447,49 @@ mod tests {
             o,
             lse,
             score_magnitude: Vec::new(),
+            o_slack: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn o_slack_is_the_magnitude_times_the_weighted_spread_of_v() {
+        let s = shape(1, 3, 4, 2, 1, 8);
+        let (q, k, v) = (
+            random(21, s.q_len()),
+            random(22, s.kv_len()),
+            random(23, s.kv_len()),
+        );
+        let r = attention(&s, &q, &k, &v, 0.4, true).unwrap();
+        assert_eq!(r.o_slack.len(), r.o.len());
+        for h in 0..2 {
+            for i in 0..3 {
+                let n = visible_keys(i, 3, 4, true);
+                let qi = &q[(i * 2 + h) * 8..][..8];
+                let sc: Vec<f64> = (0..n)
+                    .map(|j| {
+                        0.4 * qi
+                            .iter()
+                            .zip(&k[j * 8..][..8])
+                            .map(|(a, b)| a * b)
+                            .sum::<f64>()
+                    })
+                    .collect();
+                let m = sc.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+                let p: Vec<f64> = sc.iter().map(|x| (x - m).exp()).collect();
+                let l: f64 = p.iter().sum();
+                let at = (i * 2 + h) * 8;
+                for c in 0..8 {
+                    let spread: f64 = (0..n)
+                        .map(|j| p[j] * (v[j * 8 + c] - r.o[at + c]).abs())
+                        .sum::<f64>()
+                        / l;
+                    let want = spread * r.score_magnitude[h * 3 + i];
+                    assert!(
+                        (r.o_slack[at + c] - want).abs() < 1e-12,
+                        "h {h} i {i} c {c}"
+                    );
+                }
+            }
         }
     }
 

@@ -576,6 +576,75 @@ mod tests {
     }
 
     #[test]
+    fn the_8bit_wgmma_o_slack_passes_the_truth_and_still_fails_a_dropped_block() {
+        use crate::harness::lse_tolerances;
+        use fp8_sdpa::reference::attention;
+        use fp8_sdpa::variant::{KernelSpec, Variant};
+        use fp8_sdpa::AttnShape;
+        // Deterministic normal values (LCG + Box-Muller).
+        let mut x = 0x9e3779b97f4a7c15u64;
+        let mut normal = || {
+            let mut u = || {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+            };
+            let (a, b) = (u(), u());
+            (-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()
+        };
+        let (sq, skv, d) = (16, 256, 128);
+        let shape = AttnShape::new(1, sq, skv, 1, 1, d);
+        let q: Vec<f64> = (0..sq * d).map(|_| normal()).collect();
+        let mut k: Vec<f64> = (0..skv * d).map(|_| normal()).collect();
+        let v: Vec<f64> = (0..skv * d).map(|_| normal()).collect();
+        // Key rows 8, 16, ... scaled by 30: large scores, as verify's outlier cases.
+        for j in (8..skv).step_by(8) {
+            k[j * d..][..d].iter_mut().for_each(|x| *x *= 30.0);
+        }
+        let scale = 1.0 / (d as f64).sqrt();
+        let truth = attention(&shape, &q, &k, &v, scale, false).unwrap();
+        // A kernel that dropped the first 64-key block.
+        let wrong = attention(
+            &AttnShape::new(1, sq, skv - 64, 1, 1, d),
+            &q,
+            &k[64 * d..],
+            &v[64 * d..],
+            scale,
+            false,
+        )
+        .unwrap();
+        let spec = KernelSpec {
+            variant: "hopper.m128.n128.w12.s2.b1.w4oex"
+                .parse::<Variant>()
+                .unwrap(),
+            precision: Precision::Fp8,
+            head_dim: d as u32,
+            causal: false,
+        };
+        let (t, b) = (Thresholds::for_kernel(&spec), lse_tolerances(&spec));
+        let judge = |o: &[f64]| {
+            let got: Vec<f32> = o.iter().map(|&x| x as f32).collect();
+            let s = compare_with_slack(
+                &got,
+                &truth.o,
+                t.atol,
+                t.rtol,
+                b.per_magnitude,
+                &truth.o_slack,
+            )
+            .unwrap();
+            t.check(&s).is_ok()
+        };
+        assert!(judge(&truth.o));
+        assert!(!judge(&wrong.o), "a dropped block must fail");
+        // The slack is what a score error of 2^-13 of the magnitude can do: well under the
+        // atol on these rows, so it hides no wrong block.
+        let most = truth.o_slack.iter().fold(0f64, |m, &x| m.max(x)) * b.per_magnitude;
+        assert!(most > 0.0 && most < 0.375, "{most}");
+    }
+
+    #[test]
     fn the_8bit_wgmma_lse_bound_grows_with_the_score_magnitude_only() {
         use crate::harness::lse_tolerances;
         use fp8_sdpa::variant::{KernelSpec, Variant};

@@ -594,6 +594,7 @@ fn paged_cache_matches_the_cpu_reference() {
             o: Vec::new(),
             lse: Vec::new(),
             score_magnitude: Vec::new(),
+            o_slack: Vec::new(),
         };
         for (b, &n) in lens.iter().enumerate() {
             let shape = AttnShape::new(1, sq, n, hq, hkv, d);
@@ -606,6 +607,7 @@ fn paged_cache_matches_the_cpu_reference() {
                     o: vec![0.0; sq * hq * d],
                     lse: vec![f64::NEG_INFINITY; hq * sq],
                     score_magnitude: vec![0.0; hq * sq],
+                    o_slack: vec![0.0; sq * hq * d],
                 }
             } else {
                 reference::attention(&shape, qs, ks, vs, params.scale as f64, causal).unwrap()
@@ -613,6 +615,7 @@ fn paged_cache_matches_the_cpu_reference() {
             want.o.extend(r.o);
             want.lse.extend(r.lse);
             want.score_magnitude.extend(r.score_magnitude);
+            want.o_slack.extend(r.o_slack);
         }
         let got = sdpa_harness::harness::RunOutput {
             o: o_host,

@@ -398,6 +398,7 @@ fn paged_decode_ignores_nan_past_each_sequence_end() {
             o: Vec::new(),
             lse: Vec::new(),
             score_magnitude: Vec::new(),
+            o_slack: Vec::new(),
         };
         for (b, &n) in lens.iter().enumerate() {
             let shape = AttnShape::new(1, sq, n, hq, hkv, d);
@@ -410,6 +411,7 @@ fn paged_decode_ignores_nan_past_each_sequence_end() {
                     o: vec![0.0; sq * hq * d],
                     lse: vec![f64::NEG_INFINITY; hq * sq],
                     score_magnitude: vec![0.0; hq * sq],
+                    o_slack: vec![0.0; sq * hq * d],
                 }
             } else {
                 reference::attention(&shape, qs, ks, vs, params.scale as f64, causal).unwrap()
@@ -417,6 +419,7 @@ fn paged_decode_ignores_nan_past_each_sequence_end() {
             want.o.extend(r.o);
             want.lse.extend(r.lse);
             want.score_magnitude.extend(r.score_magnitude);
+            want.o_slack.extend(r.o_slack);
         }
         let mut o_host = o_host;
         if masked_nan {

@@ -171,6 +171,7 @@ fn reference_of(c: &Case, q: &Encoded, kv: [&Encoded; 2], cache: &Cache, scale: 
         o: Vec::new(),
         lse: Vec::new(),
         score_magnitude: Vec::new(),
+        o_slack: Vec::new(),
     };
     for (b, &n) in LENS.iter().enumerate() {
         let deq = |e: &Encoded, pool: &[u8]| {
@@ -192,6 +193,7 @@ fn reference_of(c: &Case, q: &Encoded, kv: [&Encoded; 2], cache: &Cache, scale: 
         want.o.extend(r.o);
         want.lse.extend(r.lse);
         want.score_magnitude.extend(r.score_magnitude);
+        want.o_slack.extend(r.o_slack);
     }
     want
 }

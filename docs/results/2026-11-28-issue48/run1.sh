@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Issue 48, GPU round 1 (prepared 2026-11-28, not yet run): the paged-cache writer and the
+# Issue 48, GPU round 1: the paged-cache writer and the
 # candle continuous-batching cache on the GPU.
 #   1. fp8-sdpa's gpu_cache_write tests, plain and under compute-sanitizer memcheck;
 #   2. the candle GPU tests (the two new ones among them) from scripts/build-candle-cuda.sh;
-#   3. FlashAttention's kvcache tests through the Python package, appended k/v included.
+#   3. FlashAttention's kvcache tests through the Python package, appended k/v included;
+#   4. python/tests_gpu (reshape_and_cache_flash against torch rows among them);
+#   5. examples/python/cache_write_bench.py: the writer against a copy of its bytes.
 # Build first, here: ../shared/device/pack.sh (it empties .device/), then
 # scripts/build-candle-cuda.sh (adds .device/candle.tar.xz), the wheel into .device/py/
 # (maturin build --release), flash-attention's tests/test_flash_attn.py into .device/fa/, and
@@ -27,7 +29,12 @@ export PYTHONPATH=/tmp/site
 timeout -s INT 300 python3 python/fa_compat/run_fa_tests.py "$D/fa/test_flash_attn.py" --workdir /tmp/fa \
   --tests test_flash_attn_kvcache > "$L/fa-kvcache.log" 2>&1
 say "fa kvcache rc=$?"
+timeout 300 python3 -m pytest -q -p no:cacheprovider python/tests_gpu > "$L/py-gpu.log" 2>&1
+say "python tests_gpu rc=$? $(tail -1 "$L/py-gpu.log")"
+timeout 200 python3 examples/python/cache_write_bench.py > "$L/cache-bench.log" 2>&1
+say "cache write bench rc=$?"
 tar czf "$O/logs.tgz" -C /tmp logs
 grep -E '^---- |panicked' "$L"/*.log | head -20
 sed -n '/^| FlashAttention test/,$p' "$L/fa-kvcache.log" | head -12
+tail -16 "$L/cache-bench.log"
 cat "$L/summary.txt"

@@ -256,7 +256,6 @@ __device__ __forceinline__ void init_rings(u32 smem) {
 struct Gemm16 {
     static constexpr int ROW = 128;  // 64 16-bit columns per swizzled row
     static constexpr int OB_REGS = 1, PV_PARTS = 1, PV_PART_BYTES = 0;
-    static constexpr bool QK_SPLIT = false;
     typedef u32 PFrag[TILE_N / 16][4];
     // FP8-KV: K's descale scales the scores, V's the output.
     static constexpr bool V_DESCALE = KV8;
@@ -266,8 +265,7 @@ struct Gemm16 {
     }
     // S = Q.K^T: D / 16 k-steps, four per 64-column slab (+32 bytes each inside the 128-byte
     // row), one chain.
-    template <bool SPLIT = false, class Lent>
-    __device__ __forceinline__ static void issue_qk(float (&s)[TILE_N / 2], Lent&, u32 q_tile, u32 k_tile) {
+    __device__ __forceinline__ static void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32 k_tile) {
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {

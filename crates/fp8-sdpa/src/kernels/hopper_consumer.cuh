@@ -6,8 +6,7 @@
 //   ROW: bytes per swizzled row of a Q slab; PFrag: P's A fragments (registers);
 //   score_scale(p, w, kv_descale): the softmax's log2 scale, descales of Q and K folded in;
 //   V_DESCALE: V's descale scales the output;
-//   issue_qk<SPLIT>(s, lent, q, k): S = Q.K^T into s; with SPLIT (QK_SPLIT) a second chain
-//   accumulates in the lent registers and S is complete on return, else S is committed;
+//   issue_qk(s, q, k): S = Q.K^T into s, committed;
 //   to_p(s, pa): P (in s) into A fragments;
 //   pv_acc(o, ob): the registers P.V accumulates in: O itself (16-bit), or OB, OB_REGS
 //   registers of its own (FP8, added to O in fp32);
@@ -60,8 +59,7 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
         auto scores = [&](u32 u, int j) {
             k_ring.wait_full(u);
             turn_wait(cw);
-            float s2[TILE_N / 2];  // a split S's second chain
-            G::issue_qk(s, s2, q_tile, k_ring.tile(u));
+            G::issue_qk(s, q_tile, k_ring.tile(u));
             turn_pass(cw);
             wgmma_wait<0>();
             wgmma_hold(s);
@@ -93,8 +91,7 @@ __device__ __forceinline__ void consume(const SdpaParams& p, const HopperMaps& m
             for (--j; j >= 0; --j, ++it) {
                 k_ring.wait_full(it + 1);
                 turn_wait(cw);
-                // A split S borrows OB: free until P.V(j + 1) is issued, just below.
-                G::template issue_qk<G::QK_SPLIT && OVERLAP>(s, ob, q_tile, k_ring.tile(it + 1));
+                G::issue_qk(s, q_tile, k_ring.tile(it + 1));
                 v_ring.wait_full(it);
                 G::issue_pv(acc, pa, v_ring.tile(it));
                 turn_pass(cw);

@@ -7,9 +7,8 @@
 // GEMMs. The consumers run the loop hopper.cu's do (hopper_consumer.cuh: S = Q.K^T, online
 // softmax, P.V with P from registers) over the GEMM policy GemmFp8: P packed to E4M3 (scaled
 // up by 2^8, hopper_parts.cuh's P_SHIFT), each key block's P.V added to O in fp32, and the
-// descales folded into the softmax scale (Q, K) and the epilogue (V). From D128 S = Q.K^T runs
-// in two chains added in fp32 (issue_qk); D256 runs the sequential consumer on 64-key tiles
-// with P.V in two column halves (issue_pv).
+// descales folded into the softmax scale (Q, K) and the epilogue (V). D256 runs the sequential
+// consumer on 64-key tiles with P.V in two column halves (issue_pv).
 //
 // P's register order: the S accumulator gives lane (g, t) the keys 8j + 2t, 8j + 2t + 1, while
 // an 8-bit A fragment wants 4t .. 4t + 3 in one register. Rather than shuffle P, each register
@@ -149,19 +148,16 @@ __device__ __forceinline__ void produce(const SdpaParams& p, const HopperMaps& m
     if (it > 0) transpose_v(smem, it - 1);
 }
 
-// ---- GEMM policy: 8-bit wgmma, split S, E4M3 P, P.V added to O in fp32 -------------------
-// The 8-bit wgmma's additions keep 13 bits below the largest exponent among a step's products
-// and the accumulator, truncated (a CPU model, example `wgmma_accumulation`, reproduces the
-// LSE errors verify measured to three digits): on rows of x30 outliers one chain of eight
-// k-steps (D256) or four (D128) missed verify's bounds. So from D128 S = Q.K^T runs as two
-// chains of D / 64 steps, added in fp32, and each key block's P.V goes to its own accumulator
-// OB, added to O in fp32 (with O as the accumulator, O drifts by several % over a long row's
-// hundreds of blocks). At D256 an accumulator for all of D does not fit beside O (128 + 128
-// of 232 registers), so P.V runs in column halves of 128, each added to O before the next.
-constexpr bool QK_SPLIT = D >= 128;
+// ---- GEMM policy: 8-bit wgmma, E4M3 P, P.V added to O in fp32 ---------------------------
+// S = Q.K^T is one chain of D / 32 k-steps, as the peers run it. The 8-bit wgmma's additions
+// keep 13 bits below the largest exponent among a step's products and the accumulator,
+// truncated (a CPU model, example `wgmma_accumulation`, reproduces verify's LSE errors to three
+// digits); verify's LSE and O bounds carry that term (perf-notes: the accumulation, measured
+// against the peers'). Each key block's P.V goes to its own accumulator OB, added to O in fp32:
+// with O as the accumulator O drifts by several % over a long row's hundreds of blocks. At
+// D256 an accumulator for all of D does not fit beside O (128 + 128 of 232 registers), so P.V
+// runs in column halves of 128, each added to O before the next.
 constexpr int PV_PARTS = D > 128 ? 2 : 1, DP = D / PV_PARTS;
-static_assert(D < 256 || TILE_N == 64, "D256's split S needs the 64-key tile");
-static_assert(!(OVERLAP && QK_SPLIT) || TILE_N == DP, "the overlapped split S borrows OB: tile_n must be D");
 static_assert(!OVERLAP || PV_PARTS == 1, "D256 needs the sequential consumer");
 
 // S = Q.K^T over k32 steps [K0, K1) of 32 bytes inside the swizzled rows, slab by slab, for
@@ -183,7 +179,6 @@ __device__ __forceinline__ u32 e4m3x4(float a, float b, float c, float d) {
 struct GemmFp8 {
     static constexpr int ROW = hopper::ROW;
     static constexpr int OB_REGS = DP / 2, PV_PARTS = hopper::PV_PARTS, PV_PART_BYTES = DP * 128;
-    static constexpr bool QK_SPLIT = hopper::QK_SPLIT;
     typedef u32 PFrag[TILE_N / 32][4];
     // Q's and K's descales scale the scores, V's the output.
     static constexpr bool V_DESCALE = true;
@@ -193,27 +188,10 @@ struct GemmFp8 {
         const float kd = p.k_descale ? kv_descale(p.k_descale) : 1.f;
         return p.scale_log2 * qd * kd;
     }
-    // Split, the second chain accumulates in the registers the caller lends (t). The overlapped
-    // consumer has no 64 registers to spare beside OB(j): it lends OB, free until P.V(j) is
-    // issued, so S completes before P.V(j) is issued (5-9 % of the D128 speed; slower
-    // alternatives: docs/results/2026-11-26-round31). SPLIT is a parameter so that a call site
-    // that cannot split (the overlapped one, compiled but never run at D256) discards the branch.
-    template <bool SPLIT = QK_SPLIT, class Lent>
-    __device__ __forceinline__ static void issue_qk(float (&s)[TILE_N / 2], Lent& t, u32 q_tile, u32 k_tile) {
+    __device__ __forceinline__ static void issue_qk(float (&s)[TILE_N / 2], u32 q_tile, u32 k_tile) {
         wgmma_fence();
-        if constexpr (SPLIT) {
-            qk_steps<TILE_N, 0, D / 64>(s, q_tile, k_tile);
-            qk_steps<TILE_N, D / 64, D / 32>(t, q_tile, k_tile);
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_hold(s);
-            wgmma_hold(t);
-#pragma unroll
-            for (int i = 0; i < TILE_N / 2; ++i) s[i] += t[i];
-        } else {
-            qk_steps<TILE_N, 0, D / 32>(s, q_tile, k_tile);
-            wgmma_commit();
-        }
+        qk_steps<TILE_N, 0, D / 32>(s, q_tile, k_tile);
+        wgmma_commit();
     }
     // P to E4M3 A fragments in Vt's key order: of each 16-key group (s[8j .. 8j + 7] of rows g,
     // g + 8), keys 2t, 2t + 1 are s[8j + 0, 1] (row g) and s[8j + 2, 3] (row g + 8), keys 2t + 8,
