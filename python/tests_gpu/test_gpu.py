@@ -128,6 +128,33 @@ def test_quantize_round_trip_and_fp8_kv():
     check(out, q, kdq.to(q.dtype), vdq.to(q.dtype), True, factor=3.0)
 
 
+@pytest.mark.parametrize("kind", ["auto", "fp8"])
+@pytest.mark.parametrize("d", [128, 36])
+def test_reshape_and_cache_flash_matches_torch_rows(kind, d):
+    torch.manual_seed(0)
+    t, h, pages, page = 37, 4, 12, 16
+    k = torch.randn(t, h, d, device=DEV, dtype=torch.bfloat16)
+    v = torch.randn(t, h, d, device=DEV, dtype=torch.bfloat16)
+    cdt = torch.float8_e4m3fn if kind == "fp8" else torch.bfloat16
+    kc = torch.zeros(pages, page, h, d, device=DEV, dtype=cdt)
+    vc = torch.zeros_like(kc)
+    slots = torch.randperm(pages * page, device=DEV)[:t]
+    slots[3] = -1  # padding: skipped
+    scale = torch.tensor([0.01, 0.02, 0.005, 0.1], device=DEV)
+    fp8_sdpa.reshape_and_cache_flash(k, v, kc, vc, slots, kind, scale, scale)
+    keep = slots >= 0
+    want_k = kc.new_zeros(pages * page, h, d)
+    want_v = vc.new_zeros(pages * page, h, d)
+    kk, vv = k[keep].float(), v[keep].float()
+    if kind == "fp8":  # x / scale, rounded once, saturating at 448
+        kk = (kk / scale[:, None]).clamp(-448, 448)
+        vv = (vv / scale[:, None]).clamp(-448, 448)
+    want_k[slots[keep]] = kk.to(cdt)
+    want_v[slots[keep]] = vv.to(cdt)
+    assert torch.equal(kc.view(-1, h, d).view(torch.uint8), want_k.view(torch.uint8))
+    assert torch.equal(vc.view(-1, h, d).view(torch.uint8), want_v.view(torch.uint8))
+
+
 def test_torch_compile_and_cuda_graph():
     torch.manual_seed(0)
     q = torch.randn(2, 128, 8, 128, device=DEV, dtype=torch.float16)

@@ -13,13 +13,13 @@ pub(crate) fn dequantized_pages(
     len: usize,
     descale: &Tensor,
 ) -> Result<Tensor> {
-    let (_, page_size, heads, dim) = pool.dims4()?;
-    let idx = Tensor::new(pages, pool.device())?;
-    let codes = pool
-        .index_select(&idx, 0)?
-        .reshape((1, pages.len() * page_size, heads, dim))?
-        .narrow(1, 0, len)?;
-    dequantize_e4m3(&codes, descale)
+    // Page by page: a page is a [1, page_size, heads, dim] view of the pool. (candle's CUDA
+    // index_select has no F8E4M3 kernel.)
+    let parts = pages
+        .iter()
+        .map(|&p| dequantize_e4m3(&pool.narrow(0, p as usize, 1)?, descale))
+        .collect::<Result<Vec<_>>>()?;
+    Tensor::cat(&parts, 1)?.narrow(1, 0, len)
 }
 
 /// Which pages of a pool are free; hands out the lowest-numbered first, so a pool's use is

@@ -103,6 +103,18 @@ pub struct WritePlan {
     pub pool_slots: i64,
     /// E4M3 pools.
     pub e4m3: bool,
+    /// Elements a thread moves per step: 8 when dim is a multiple of 8 and every row start
+    /// of the inputs and pools is 16-byte aligned (8-byte for E4M3 pools), else 1.
+    pub vec: i32,
+}
+
+impl WritePlan {
+    /// (threads per block, blocks per token) for `write_paged_kv`'s grid.
+    pub fn block_grid(&self) -> (u32, u32) {
+        let n = (self.heads as u32) * (self.dim as u32) / self.vec as u32;
+        let block = n.next_multiple_of(32).clamp(32, 256);
+        (block, n.div_ceil(block).min(65_535))
+    }
 }
 
 /// Checks a write before launch: element types, shapes, contiguous pools, every buffer
@@ -254,14 +266,28 @@ pub fn plan_write(
         };
         Ok([n(t.strides[1])?, n(t.strides[2])?])
     };
+    let strides = (stride(k)?, stride(v)?);
+    let aligned = |t: &TensorDesc, to: u64| t.ptr.is_multiple_of(to);
+    let vec = if dim % 8 == 0
+        && aligned(k, 16)
+        && aligned(v, 16)
+        && aligned(k_cache, if e4m3 { 8 } else { 16 })
+        && aligned(v_cache, if e4m3 { 8 } else { 16 })
+        && [strides.0, strides.1].iter().flatten().all(|s| s % 8 == 0)
+    {
+        8
+    } else {
+        1
+    };
     Ok(WritePlan {
         tokens: tokens as u32,
         heads: heads as i32,
         dim: dim as i32,
-        k_strides: stride(k)?,
-        v_strides: stride(v)?,
+        k_strides: strides.0,
+        v_strides: strides.1,
         pool_slots: pool_slots as i64,
         e4m3,
+        vec,
     })
 }
 
@@ -353,9 +379,10 @@ impl Device {
         let f = module
             .load_function(kernels::CACHE.entry)
             .map_err(Error::driver("finding write_paged_kv"))?;
+        let (block, per_token) = p.block_grid();
         let cfg = LaunchConfig {
-            grid_dim: (p.tokens, 1, 1),
-            block_dim: (128, 1, 1),
+            grid_dim: (p.tokens, per_token, 1),
+            block_dim: (block, 1, 1),
             shared_mem_bytes: 0,
         };
         let (kd, vd) = descales.map_or((0u64, 0u64), |[k, v]| (k.0, v.0));
@@ -380,10 +407,11 @@ impl Device {
             .arg(&p.k_strides[1])
             .arg(&p.v_strides[0])
             .arg(&p.v_strides[1])
-            .arg(&p.pool_slots);
+            .arg(&p.pool_slots)
+            .arg(&p.vec);
         // SAFETY: plan_write proved every address the kernel forms (token t < tokens of K and V
         // through their strides; slot < pool_slots rows of the contiguous pools; heads
-        // descales) inside its buffer, the pools disjoint from each other and from every
+        // descales) inside its buffer, 16-byte accesses only where `vec` = 8 proved them aligned, the pools disjoint from each other and from every
         // input; the arguments match write_paged_kv's parameters in order and type; the
         // borrows in `w` outlive the queued launch.
         unsafe { l.launch(cfg) }.map_err(Error::driver("launching write_paged_kv"))?;
@@ -441,11 +469,101 @@ mod tests {
                 k_strides: [128, 64],
                 v_strides: [128, 64],
                 pool_slots: 128,
-                e4m3: false
+                e4m3: false,
+                vec: 8,
             }
         );
+        assert_eq!(p.block_grid(), (32, 1), "2 x 64 / 8 = 16 threads: one warp");
         let (k, v, kc, vc) = call(DType::E4m3);
         assert!(plan_write(&k, &v, &kc, &vc, SLOTS, DS).unwrap().e4m3);
+    }
+
+    /// cache.cu's `div_rn`, step for step (f32 products and fused multiply-adds).
+    fn div_rn(x: f32, d: f32, r: f32) -> f32 {
+        let q = x * r;
+        if q.abs() < 1e30 {
+            (-q).mul_add(d, x).mul_add(r, q).copysign(q)
+        } else {
+            q
+        }
+    }
+
+    #[test]
+    fn the_kernels_division_gives_the_host_codecs_code_for_every_16bit_input() {
+        use crate::fp8::e4m3;
+        // Descales from 2^-20 to 2^20, dense in mantissas (a multiplicative step that is not a
+        // power of two), and the awkward ones: all-ones mantissas and exact powers of two.
+        let mut ds: Vec<f32> = (0..100)
+            .map(|i| 2f32.powf(-20.0 + 0.4013 * i as f32))
+            .collect();
+        ds.extend([
+            1.0,
+            0.5,
+            3.0,
+            f32::from_bits(0x3fff_ffff),
+            f32::from_bits(0x3f7f_ffff),
+            448.0,
+            1e-30,
+        ]);
+        for d in ds {
+            let r = 1.0 / d;
+            for bits in 0..=u16::MAX {
+                for x in [
+                    half::f16::from_bits(bits).to_f32(),
+                    half::bf16::from_bits(bits).to_f32(),
+                ] {
+                    let q = div_rn(x, d, r);
+                    assert_eq!(
+                        e4m3::encode_f32(q),
+                        e4m3::encode_scaled(x, d),
+                        "{x} / {d}: {q} against {}",
+                        x / d
+                    );
+                    // The quotient itself wherever the residual step is exact (no underflow:
+                    // |x| well above the subnormals) and no overflow.
+                    if x.abs() >= 2f32.powi(-100)
+                        && (x / d).abs() >= f32::MIN_POSITIVE
+                        && (x / d).abs() < 1e30
+                    {
+                        assert_eq!(q.to_bits(), (x / d).to_bits(), "{x} / {d}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sixteen_byte_moves_only_where_every_row_start_is_aligned() {
+        let vec = |k: &TensorDesc, kc: &TensorDesc, v, vc, ds| {
+            plan_write(k, v, kc, vc, SLOTS, ds).unwrap().vec
+        };
+        let (k, v, kc, vc) = call(DType::F16);
+        assert_eq!(vec(&k, &kc, &v, &vc, None), 8);
+        let mut off = k;
+        off.ptr += 2; // one f16 in: rows start 2 bytes past 16
+        assert_eq!(vec(&off, &kc, &v, &vc, None), 1);
+        let mut pool = kc;
+        pool.ptr += 8;
+        assert_eq!(vec(&k, &pool, &v, &vc, None), 1, "16-bit pool 8 bytes off");
+        let (k, v, kc, vc) = call(DType::E4m3);
+        let mut pool = kc;
+        pool.ptr += 8;
+        assert_eq!(
+            vec(&k, &pool, &v, &vc, DS),
+            8,
+            "an E4M3 row of 8 codes needs 8 bytes"
+        );
+        pool.ptr += 4;
+        assert_eq!(vec(&k, &pool, &v, &vc, DS), 1);
+        // A head dim that is not a multiple of 8.
+        let odd = |mut t: TensorDesc| {
+            t.shape[3] = 36;
+            t.strides = [t.shape[1] * 2 * 36, 2 * 36, 36, 1];
+            t
+        };
+        let (k, v, kc, vc) = call(DType::F16);
+        let p = plan_write(&odd(k), &odd(v), &odd(kc), &odd(vc), SLOTS, None).unwrap();
+        assert_eq!((p.vec, p.block_grid()), (1, (96, 1)));
     }
 
     #[test]
