@@ -158,6 +158,8 @@ pub(crate) const HOPPER_N128_O: &str = "hopper.m128.n128.w12.s2.b1.w4oex";
 pub(crate) const HOPPER_N128: &str = "hopper.m128.n128.w12.s2.b1.w4ogex";
 /// FA3's non-causal D128 tile, 176 keys per stage (209 KB at D128).
 pub(crate) const HOPPER_N176: &str = "hopper.m128.n176.w12.s2.b1.w4ogex";
+/// FA3's wide key tile for 16-bit D128 (192 keys), persistent with ping-pong.
+pub(crate) const HOPPER_N192_PERSISTENT: &str = "hopper.m128.n192.w12.s2.b1.w4pogex";
 /// 64 keys per stage: the D256 tile (192 KB).
 pub(crate) const HOPPER_N64: &str = "hopper.m128.n64.w12.s2.b1.w4ogex";
 /// One consumer warpgroup (64-row tiles): the D64 16-bit tile for grids the 128-row tiles
@@ -301,6 +303,9 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v(HOPPER_N176), sixteen_bit_d64_128));
     out.push((v(HOPPER_N64), sixteen_bit));
     out.push((v(HOPPER_N128_PERSISTENT), sixteen_bit_d64_128));
+    out.push((v(HOPPER_N192_PERSISTENT), |p, d| {
+        sixteen_bit(p, d) && d == 128
+    }));
     // Step (e): per-head-dim tiles.
     out.push((v(HOPPER_N80), sixteen_bit));
     out.push((v(HOPPER_M192_D64), |p, d| sixteen_bit(p, d) && d == 64));
