@@ -235,6 +235,18 @@ pub static RULES: &[Rule] = &[
         why: "full FP8 D256 causal: the same tile, one block per tile (persistent loses the diagonal's balance); perf-notes: Full FP8 at D256 on the Hopper family",
     },
     Rule {
+        name: "hopper-fp8-d64",
+        when: |c| {
+            c.on(&[Dense, Class])
+                && c.hopper()
+                && c.full_fp8()
+                && c.d(64)
+                && (!c.causal || c.seq_q() >= 8192)
+        },
+        pick: Pick::Key(r::HOPPER_FP8_M192_D64),
+        why: "full FP8 D64 (causal from S 8k): FA3's 192 rows, persistent, +5-17 % non-causal, +9 % causal S 16k (equal at 4k, -8 % at 1k); perf-notes: Full FP8 D64: 192-row tiles",
+    },
+    Rule {
         name: "hopper-fp8-d128-causal",
         when: |c| c.on(&[Dense, Class]) && c.hopper() && c.full_fp8() && c.d(128) && c.causal,
         pick: Pick::Key(r::HOPPER_N128_O),

@@ -158,6 +158,8 @@ pub(crate) const HOPPER_N128_O: &str = "hopper.m128.n128.w12.s2.b1.w4oex";
 pub(crate) const HOPPER_N128: &str = "hopper.m128.n128.w12.s2.b1.w4ogex";
 /// FA3's non-causal D128 tile, 176 keys per stage (209 KB at D128).
 pub(crate) const HOPPER_N176: &str = "hopper.m128.n176.w12.s2.b1.w4ogex";
+/// Full FP8 at D64: FA3's 192 rows (three consumer warpgroups), persistent, no overlap.
+pub(crate) const HOPPER_FP8_M192_D64: &str = "hopper.m192.n128.w16.s2.b1.w4pex";
 /// FA3's wide key tile for 16-bit D128 (192 keys), persistent with ping-pong.
 pub(crate) const HOPPER_N192_PERSISTENT: &str = "hopper.m128.n192.w12.s2.b1.w4pogex";
 /// 64 keys per stage: the D256 tile (192 KB).
@@ -321,6 +323,7 @@ pub fn registered_variants() -> Vec<(Variant, Serves)> {
     out.push((v(HOPPER_N128_O), full_fp8));
     out.push((v(HOPPER_N128), full_fp8));
     out.push((v(HOPPER_N128_PERSISTENT), full_fp8));
+    out.push((v(HOPPER_FP8_M192_D64), |p, d| full_fp8(p, d) && d == 64));
     // D256: ping-pong without overlap, persistent and not.
     out.push((v(HOPPER_FP8_D256), full_fp8_d256));
     out.push((v(HOPPER_FP8_D256_NP), full_fp8_d256));
