@@ -6,8 +6,7 @@
 // w takes keys [i * TILE_N + w * KW, + KW) and runs a private pipeline over them (its own
 // cp.async ring, no block barrier in the loop), with its own running max, sum and O. At the
 // end the warps merge through shared memory; the CTA writes O and the LSE directly (one
-// split) or its split's partial O (fp32, normalized) and LSE, and the last of a tile's splits
-// to finish merges them by log-sum-exp (merge_if_last): one launch per call.
+// split) or its split's partial O (fp32, normalized) and LSE for `sdpa_decode_merge`.
 //
 // K/V come contiguous ([batch, seq, heads_kv, dim] through strides) or paged (a page table
 // [batch, max_pages] of page indices into [pages, page_size, heads_kv, dim]); per-sequence
@@ -86,8 +85,6 @@ struct DecodeParams {
     int max_pages, page_size; // paged: K/V's batch stride is the page stride
     int splits, split_keys;   // keys per split: a multiple of TILE_N
     int pages;                // paged: pages in the K/V pools (>= 1), the clamp of every entry
-    int* counters;            // [batch][kv-heads x row blocks] splits done, zeroed by the host;
-                              // null with one split (merge_if_last)
 };
 
 #include "decode_mma.cuh"
@@ -104,10 +101,7 @@ sdpa_decode(const __grid_constant__ SdpaParams p0, const __grid_constant__ Decod
     SdpaParams p = p0;  // the block's sequence (seq_view)
     const WorkTile t = work_tile(p, p0, d);
     if (t.row0 >= t.rows) return;  // past the sequence's rows: nothing to write
-    if (d.splits > 1 && t.begin >= t.n_keys) {
-        empty_split(p, d, t);
-        return merge_if_last(p, d, t);
-    }
+    if (d.splits > 1 && t.begin >= t.n_keys) return empty_split(p, d, t);
 #else
     const SdpaParams& p = p0;
     const WorkTile t = work_tile(p, d);
@@ -138,10 +132,52 @@ sdpa_decode(const __grid_constant__ SdpaParams p0, const __grid_constant__ Decod
     }
     cp_async_wait<0>();
 
-    // The warps' merge through shared memory, then O and the LSE (or the split's partials,
-    // which the tile's last split merges).
+    // The warps' merge through shared memory, then O and the LSE (or the split's partials).
     stash_warp(smem_raw, warp, o, m, l, g, t4);
     __syncthreads();
     merge_warps(p, d, t, smem_raw, sc);
-    if (d.splits > 1) merge_if_last(p, d, t);
+}
+
+// Merges the splits' partial outputs by log-sum-exp: one warp per (batch, head, query) row
+// (varlen: per (head, packed token) row).
+extern "C" __global__ void __launch_bounds__(128)
+sdpa_decode_merge(const __grid_constant__ SdpaParams p, const __grid_constant__ DecodeParams d) {
+#if SDPA_VARLEN
+    const i64 rows = i64(p.heads_q) * p.total_q;
+#else
+    const i64 rows = i64(p.batch) * p.heads_q * p.seq_q;
+#endif
+    const i64 row_id = i64(blockIdx.x) * 4 + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row_id >= rows) return;
+    const i64 stride = rows;  // between splits
+    float mx = -SDPA_INF;
+    for (int s = 0; s < d.splits; ++s) mx = fmaxf(mx, d.lse_part[s * stride + row_id]);
+    const float ms = mx == -SDPA_INF ? 0.f : mx;
+    float acc[D / 32], sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < D / 32; ++i) acc[i] = 0.f;
+    for (int s = 0; s < d.splits; ++s) {
+        const float l = d.lse_part[s * stride + row_id];
+#if SDPA_VARLEN
+        // A split past the sequence's keys wrote its LSE only (-inf: weight 0); a split whose
+        // rows saw no key wrote O = 0 with it, so skipping both changes nothing.
+        if (l == -SDPA_INF) continue;
+#endif
+        const float w = __expf(l - ms);
+        sum += w;
+        const float* src = d.o_part + (s * stride + row_id) * D;
+#pragma unroll
+        for (int i = 0; i < D / 32; ++i) acc[i] += w * src[lane + 32 * i];
+    }
+#if SDPA_VARLEN
+    const int tok = int(row_id % p.total_q), hq = int(row_id / p.total_q);
+    OutT* dst = reinterpret_cast<OutT*>(p.o) + i64(tok) * p.o_stride_s + hq * p.o_stride_h;
+#else
+    const int ps = int(row_id % p.seq_q), hq = int(row_id / p.seq_q % p.heads_q), b = int(row_id / (i64(p.seq_q) * p.heads_q));
+    OutT* dst = reinterpret_cast<OutT*>(p.o) + b * p.o_stride_b + ps * p.o_stride_s + hq * p.o_stride_h;
+#endif
+#pragma unroll
+    for (int i = 0; i < D / 32; ++i) dst[lane + 32 * i] = from_float<OutT>(sum == 0.f ? 0.f : acc[i] / sum);
+    if (p.lse && lane == 0) p.lse[row_id] = sum == 0.f ? -SDPA_INF : ms + __logf(sum);
 }

@@ -278,7 +278,7 @@ __device__ __forceinline__ float exact_element(const SdpaParams& p, const Decode
 
 // Epilogue, second half: every thread takes elements of the 16 x D tile, merges the warps'
 // slots by their maxima, and writes O and the LSE (one split) or the split's normalized
-// partial O and LSE (fp32, for merge_if_last).
+// partial O and LSE (fp32, for sdpa_decode_merge).
 __device__ __forceinline__ void merge_warps(const SdpaParams& p, const DecodeParams& d, const WorkTile& t,
                                             const u8* smem, const KvScales& sc) {
     const u32 all = smem_u32(smem);
@@ -323,71 +323,4 @@ __device__ __forceinline__ void merge_warps(const SdpaParams& p, const DecodePar
             if (col == 0) d.lse_part[part] = lse;
         }
     }
-}
-
-// ---- split-KV: the splits' merge, in the same launch -------------------------------------
-// Partials are read through L2 (ld.global.cg): other CTAs wrote them after this one started.
-__device__ __forceinline__ float ldcg_f32(const float* a) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(a));
-    return v;
-}
-
-// One row's merge by log-sum-exp over the splits' partials (row `row_id` of `rows` per split),
-// by one warp: O to dst (D elements), the LSE to lse (if non-null).
-__device__ __forceinline__ void merge_row(const DecodeParams& d, i64 rows, i64 row_id, OutT* dst, float* lse,
-                                          int lane) {
-    float mx = -SDPA_INF;
-    for (int s = 0; s < d.splits; ++s) mx = fmaxf(mx, ldcg_f32(d.lse_part + s * rows + row_id));
-    const float ms = mx == -SDPA_INF ? 0.f : mx;
-    float acc[D / 32], sum = 0.f;
-#pragma unroll
-    for (int i = 0; i < D / 32; ++i) acc[i] = 0.f;
-    for (int s = 0; s < d.splits; ++s) {
-        const float l = ldcg_f32(d.lse_part + s * rows + row_id);
-#if SDPA_VARLEN
-        // A split past the sequence's keys wrote its LSE only (-inf: weight 0); a split whose
-        // rows saw no key wrote O = 0 with it, so skipping both changes nothing.
-        if (l == -SDPA_INF) continue;
-#endif
-        const float w = __expf(l - ms);
-        sum += w;
-        const float* src = d.o_part + (s * rows + row_id) * D;
-#pragma unroll
-        for (int i = 0; i < D / 32; ++i) acc[i] += w * ldcg_f32(src + lane + 32 * i);
-    }
-#pragma unroll
-    for (int i = 0; i < D / 32; ++i) dst[lane + 32 * i] = from_float<OutT>(sum == 0.f ? 0.f : acc[i] / sum);
-    if (lse && lane == 0) *lse = sum == 0.f ? -SDPA_INF : ms + __logf(sum);
-}
-
-// Each split's CTA counts itself done on its tile's counter once its partials are visible
-// (the fence before the count); the tile's last split to finish merges every split's partials
-// (the fence after the count orders its reads) and re-arms the counter. A second kernel did
-// this before: a launch and a grid-wide tail per call (perf-notes: one decode kernel per call).
-__device__ __forceinline__ void merge_if_last(const SdpaParams& p, const DecodeParams& d, const WorkTile& t) {
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    const i64 c = i64(blockIdx.z) * gridDim.y + blockIdx.y;
-    if (threadIdx.x == 0) last = atomicAdd(d.counters + c, 1) == d.splits - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-#if SDPA_VARLEN
-    const i64 rows = i64(p.heads_q) * p.total_q;
-#else
-    const i64 rows = i64(p.batch) * p.heads_q * p.seq_q;
-#endif
-    for (int r = int(threadIdx.x) / 32; r < 16 && t.row0 + r < t.rows; r += WARPS) {
-        const int rr = t.row0 + r, ps = rr / t.group, hq = t.hkv * t.group + rr % t.group;
-#if SDPA_VARLEN
-        const i64 row_id = i64(hq) * p.total_q + t.tok0 + ps;
-#else
-        const i64 row_id = (i64(t.b) * p.heads_q + hq) * p.seq_q + ps;
-#endif
-        OutT* dst = reinterpret_cast<OutT*>(p.o) + t.b * p.o_stride_b + ps * p.o_stride_s + hq * p.o_stride_h;
-        merge_row(d, rows, row_id, dst, p.lse ? p.lse + row_id : nullptr, int(threadIdx.x) % 32);
-    }
-    if (threadIdx.x == 0) d.counters[c] = 0;
 }

@@ -101,6 +101,10 @@ const DECODE: KernelSource = KernelSource {
     entry: "sdpa_decode",
 };
 
+/// The decode family's second entry point in the same module: the log-sum-exp merge of the
+/// splits' partial outputs.
+pub const DECODE_MERGE_ENTRY: &str = "sdpa_decode_merge";
+
 /// The source for a family and precision path (the Hopper family has one file per operand
 /// width), or `None` while that family has no kernel yet.
 pub fn source(family: Family, precision: Precision) -> Option<KernelSource> {

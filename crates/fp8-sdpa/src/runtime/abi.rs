@@ -69,8 +69,6 @@ pub struct DecodeParams {
     /// Paged K/V: pages in the pools (their first dim, >= 1); the kernel clamps every block
     /// table entry below it. 0 for contiguous K/V.
     pub pages: i32,
-    /// i32 per (batch, kv head x row block): splits done, zero at launch; 0 with one split.
-    pub counters: u64,
 }
 
 // SAFETY: plain old data, laid out as the CUDA struct (test below).
@@ -99,14 +97,13 @@ mod tests {
 
     #[test]
     fn decode_layout_matches_the_cuda_struct() {
-        // 4 pointers + 5 ints (52 bytes, padded to 56) + the counters' pointer.
-        assert_eq!(std::mem::size_of::<DecodeParams>(), 64);
+        // 4 pointers + 5 ints = 52 bytes, padded to 56 (8-byte alignment).
+        assert_eq!(std::mem::size_of::<DecodeParams>(), 56);
         assert_eq!(std::mem::align_of::<DecodeParams>(), 8);
         let p = DecodeParams::default();
         let base = &p as *const _ as usize;
         assert_eq!(&p.max_pages as *const _ as usize - base, 32);
         assert_eq!(&p.split_keys as *const _ as usize - base, 44);
         assert_eq!(&p.pages as *const _ as usize - base, 48);
-        assert_eq!(&p.counters as *const _ as usize - base, 56);
     }
 }

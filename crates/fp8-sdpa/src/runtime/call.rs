@@ -372,7 +372,7 @@ impl Default for CallOptions {
 }
 
 /// What was launched: the kernel (its [`KernelSpec::key`] names it) and its launch
-/// geometry (one launch per call; the decode family merges its splits inside it).
+/// geometry. With the decode family's split keys, a merge kernel follows on the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launched {
     /// The spec.

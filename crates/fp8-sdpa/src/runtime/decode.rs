@@ -1,13 +1,13 @@
-//! The decode family's launch: one split-KV kernel on the caller's stream, whose last split
-//! of each tile merges the splits' partial outputs by log-sum-exp; the fp32 partials and the
-//! tiles' counters live in stream-ordered scratch memory freed behind it.
+//! The decode family's launch: the split-KV kernel, then (with more than one split) the
+//! log-sum-exp merge of the splits' partial outputs, both on the caller's stream, with the
+//! fp32 partials in stream-ordered scratch memory freed behind them.
 
 use super::abi::{DecodeParams, SdpaParams};
 use super::call::Launched;
 use super::device::LoadedKernel;
 use super::validate::{CallDesc, PagedDesc};
 use crate::error::{Error, Result};
-use crate::kernels::geometry;
+use crate::kernels::{geometry, DECODE_MERGE_ENTRY};
 use crate::problem::AttnShape;
 use crate::variant::KernelSpec;
 use cudarc::driver::{result, sys, CudaStream, LaunchConfig, PushKernelArg};
@@ -64,8 +64,8 @@ impl Scratch {
             .context()
             .bind_to_thread()
             .map_err(Error::driver("binding the context"))?;
-        // SAFETY: a plain stream-ordered allocation on a live stream; the memory is used by
-        // work queued on this stream after it, and freed behind that work (Drop).
+        // SAFETY: a plain stream-ordered allocation on a live stream; the memory is written by
+        // the decode kernel before the merge kernel reads it (both on this stream).
         let ptr = unsafe { result::malloc_async(stream.cu_stream(), bytes.max(4)) }.map_err(
             Error::driver(format!("allocating {bytes} bytes of decode scratch")),
         )?;
@@ -86,7 +86,7 @@ impl Drop for Scratch {
 
 /// Launches `spec` (a decode-family kernel) for `shape`, whose `seq_kv` is the longest
 /// sequence. `params` is the validated parameter block of the call. Returns the main
-/// kernel's launch (with more than one split, a memset of its counters precedes it).
+/// kernel's launch (the merge, with more than one split, follows it on the stream).
 ///
 /// A variable-length call (`params.cu_seqlens_q` set; `kernel` is then decode.cu's
 /// `SDPA_VARLEN` module) has `shape` = the sequences as the batch and the longest lengths,
@@ -114,24 +114,14 @@ pub(crate) fn launch(
     } else {
         shape.batch * shape.heads_q * shape.seq_q
     };
-    // With more than one split: the partials, and one counter per (batch, kv head x row
-    // block) that the kernel's last split of each reads to merge them (zeroed here, on the
-    // stream, before the kernel).
-    let (o_part, lse_part, counters) = if split.splits > 1 {
+    let (o_part, lse_part) = if split.splits > 1 {
         let n = split.splits as usize * rows;
-        let tiles = grid[1] as usize * grid[2] as usize;
-        let counters = Scratch::new(stream, tiles * 4)?;
-        // SAFETY: `counters` holds tiles x 4 bytes from a stream-ordered allocation on this
-        // stream; the memset is ordered before the kernel that reads it.
-        unsafe { result::memset_d8_async(counters.ptr, 0, tiles * 4, stream.cu_stream()) }
-            .map_err(Error::driver("zeroing the decode split counters"))?;
         (
             Some(Scratch::new(stream, n * shape.head_dim * 4)?),
             Some(Scratch::new(stream, n * 4)?),
-            Some(counters),
         )
     } else {
-        (None, None, None)
+        (None, None)
     };
     let dp = DecodeParams {
         o_part: o_part.as_ref().map_or(0, |s| s.ptr),
@@ -143,7 +133,6 @@ pub(crate) fn launch(
         pages: paged.map_or(0, |p| p.pages),
         splits: split.splits as i32,
         split_keys: split.split_keys as i32,
-        counters: counters.as_ref().map_or(0, |s| s.ptr),
     };
     let cfg = LaunchConfig {
         grid_dim: (grid[0] as u32, grid[1] as u32, grid[2] as u32),
@@ -154,10 +143,26 @@ pub(crate) fn launch(
     launch.arg(params);
     launch.arg(&dp);
     // SAFETY: `params` and `dp` mirror decode.cu's parameter blocks (abi.rs layout tests);
-    // the tensors were validated to cover what the kernel reads and writes, the scratch holds
-    // splits x rows x (dim + 1) floats, what the kernel writes with more than one split, and a
-    // zeroed counter per (batch, kv head x row block) CTA column of the grid.
+    // the tensors were validated to cover what the kernel reads and writes, and the scratch
+    // holds splits x rows x (dim + 1) floats, what the kernel writes with more than one split.
     unsafe { launch.launch(cfg) }.map_err(Error::driver(format!("launching {}", spec.key())))?;
+    if split.splits > 1 {
+        let merge = kernel.sibling(DECODE_MERGE_ENTRY)?;
+        let cfg = LaunchConfig {
+            grid_dim: ((rows as u32).div_ceil(4), 1, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = stream.launch_builder(&merge);
+        launch.arg(params);
+        launch.arg(&dp);
+        // SAFETY: as above; the merge reads the partials the first kernel wrote, in stream
+        // order, and writes O and LSE, which validation sized.
+        unsafe { launch.launch(cfg) }.map_err(Error::driver(format!(
+            "launching the merge of {}",
+            spec.key()
+        )))?;
+    }
     Ok(Launched {
         spec: *spec,
         grid: [grid[0] as u32, grid[1] as u32, grid[2] as u32],

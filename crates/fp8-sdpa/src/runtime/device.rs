@@ -47,8 +47,17 @@ pub struct DeviceInfo {
 pub struct LoadedKernel {
     /// The compile result (resources, log, origin).
     pub compiled: Compiled,
-    /// Holds its module alive (cudarc's functions do).
     pub(crate) function: CudaFunction,
+    module: Arc<CudaModule>,
+}
+
+impl LoadedKernel {
+    /// Another entry point of the same module (the decode family's merge kernel).
+    pub(crate) fn sibling(&self, name: &str) -> Result<CudaFunction> {
+        self.module
+            .load_function(name)
+            .map_err(Error::driver(format!("finding {name}")))
+    }
 }
 
 /// An open GPU: its context, what it is ([`DeviceInfo`]), and the kernels loaded on it.
@@ -265,7 +274,11 @@ impl Device {
                 )
                 .map_err(Error::driver("raising the dynamic shared memory limit"))?;
         }
-        let loaded = Arc::new(LoadedKernel { compiled, function });
+        let loaded = Arc::new(LoadedKernel {
+            compiled,
+            function,
+            module,
+        });
         self.kernels
             .lock()
             .expect("kernel map poisoned")

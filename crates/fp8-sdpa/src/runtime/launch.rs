@@ -5,8 +5,8 @@
 //! `griddepcontrol.wait` (sync.cuh's `griddep_wait`) before it touches memory the work ahead
 //! reads or writes. The Hopper family's kernels do so right after their set-up, and launch this
 //! way (the mission shape 6.06 -> 5.74 µs in graph mode, the rest within 2 %; perf-notes:
-//! Programmatic dependent launch). The decode family's kernel does not: the same change moved
-//! its rows -3 % to +3.5 % (`docs/results/2026-11-26-round30/decode-pdl.patch`).
+//! Programmatic dependent launch). The decode family's split and merge kernels do not: the
+//! same change moved its rows -3 % to +3.5 % (`docs/results/2026-11-26-round30/decode-pdl.patch`).
 
 use cudarc::driver::{sys, CudaFunction, CudaStream, DriverError, LaunchConfig};
 use std::ffi::c_void;

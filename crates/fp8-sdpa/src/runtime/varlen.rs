@@ -218,7 +218,7 @@ pub fn choose_varlen(
 impl Device {
     /// Validates `a`, picks the kernel (see the module docs: the decode family for
     /// decode-shaped calls, else the portable family) and launches it on `stream`. Returns once
-    /// the launch is queued.
+    /// the launch is queued (with the decode family's merge behind it when the keys are split).
     ///
     /// With `opts.check_descales` (the default) the descales and both offset arrays are read
     /// back and checked first (a stream synchronization): offsets start at 0, never decrease,

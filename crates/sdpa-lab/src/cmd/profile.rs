@@ -38,7 +38,8 @@ pub struct Args {
     /// Timed runs per case, in the reference bench run and in each profiled child.
     #[arg(long, default_value_t = 100)]
     pub iters: usize,
-    /// Calls profiled per case, after the warm-up calls (one kernel launch each).
+    /// Calls profiled per case, after the warm-up calls (a prefill case gets twice as many:
+    /// ncu counts launches, and a decode call is two).
     #[arg(long, default_value_t = 5)]
     pub calls: usize,
     /// A case whose bench median and ncu time per call differ by more than this many percent

@@ -270,7 +270,7 @@ exit {exit}
         assert_eq!(csv, PREFILL_CSV);
         assert!(r
             .command
-            .contains("--launch-skip 11 --launch-count 5 --force-overwrite --export"));
+            .contains("--launch-skip 22 --launch-count 10 --force-overwrite --export"));
         assert!(r.command.contains(
             "/bin/true profile --child-case mission/mission/f16 --variant key --iters 100 --device 0 --child-out"
         ), "{}", r.command);

@@ -61,7 +61,7 @@ pub struct CaseProfile {
     pub status: String,
     /// Median of the reference bench run (hot mode, no profiler attached), µs.
     pub bench_median_us: Option<f64>,
-    /// Complete calls among the profiled launches.
+    /// Complete calls among the profiled launches (a decode call is two launches).
     pub calls: usize,
     /// Median over those calls of the call's kernel durations summed, µs: the figure the
     /// bench median is compared with.

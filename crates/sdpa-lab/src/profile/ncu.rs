@@ -35,10 +35,9 @@ pub const KERNEL_FILTER: &str = "regex:^sdpa_(hopper|portable|decode)";
 /// warm-up calls.
 pub const WARM_CALLS: usize = 11;
 
-/// Launches per call at most: every family runs one kernel per call (a split-KV decode call
-/// merges its splits in the same launch). Reports from before that grouped a decode call's
-/// `sdpa_decode_merge` with it (`csv::calls` still reads them).
-pub const MAX_KERNELS_PER_CALL: usize = 1;
+/// Launches per call at most: a split-KV decode call runs `sdpa_decode` then
+/// `sdpa_decode_merge`; the prefill kernels run alone.
+pub const MAX_KERNELS_PER_CALL: usize = 2;
 
 /// The metrics to collect on a device: ncu refuses a metric the device does not have, so the
 /// wgmma counter is left out before sm_90.
@@ -51,9 +50,9 @@ pub fn metrics_for(arch: fp8_sdpa::Arch) -> Vec<String> {
 }
 
 /// The collection arguments (before the child's command line). ncu's `--launch-skip` and
-/// `--launch-count` count launches that pass `--kernel-name`, not calls; both are sized for
-/// MAX_KERNELS_PER_CALL launches per call: the skip covers the warm-up calls, and the count
-/// gives `calls` calls, all past warm-up.
+/// `--launch-count` count launches that pass `--kernel-name`, not calls; a call is one or two
+/// launches, so both are sized for two: the skip covers the warm-up calls of either kind,
+/// and the count gives `calls` calls of two launches (or `2·calls` of one), all past warm-up.
 /// `--clock-control none` leaves the clocks as bench finds them; the default cache control
 /// flushes caches before each profiled launch, as hot mode keeps inputs out of L2.
 pub fn collect_args(metrics: &[String], calls: usize, report: &Path, log: &Path) -> Vec<OsString> {
@@ -254,7 +253,7 @@ mod tests {
         let line = shell_line(Path::new("ncu"), &args);
         assert!(line.starts_with("ncu --clock-control none --metrics gpu__time_duration.sum,"));
         assert!(line.contains(
-            "--kernel-name 'regex:^sdpa_(hopper|portable|decode)' --launch-skip 11 --launch-count 5"
+            "--kernel-name 'regex:^sdpa_(hopper|portable|decode)' --launch-skip 22 --launch-count 10"
         ));
         assert!(line.ends_with("--export p/x.ncu-rep --log-file p/x.ncu.log"));
         let imp = shell_line(Path::new("ncu"), &import_args(Path::new("r.ncu-rep"), true));

@@ -60,8 +60,8 @@ pub fn body(out: &mut String, p: &ProfileFile) {
     let _ = writeln!(
         out,
         "ncu: {} on {}. Collected with `{}`; printed with `{}`. ncu µs/call is the median over \
-         the profiled calls of the call's kernels summed (one kernel per call; reports from before \
-         the decode merge moved into `sdpa_decode` add its `sdpa_decode_merge`); bench p50 is a hot-mode run without the profiler; kernel \
+         the profiled calls of the call's kernels summed (a decode call is `sdpa_decode` + \
+         `sdpa_decode_merge`); bench p50 is a hot-mode run without the profiler; kernel \
          columns are medians over that kernel's launches.\n",
         cell(p.ncu_version.as_deref().unwrap_or("?")),
         cell(p.device.as_deref().unwrap_or("?")),
