@@ -43,6 +43,104 @@ pub fn visible_keys(i: usize, seq_q: usize, seq_kv: usize, causal: bool) -> usiz
     (i + seq_kv + 1).saturating_sub(seq_q).min(seq_kv)
 }
 
+/// What a query row sees and how its scores are shaped beyond the scale, with FlashAttention's
+/// semantics (`flash_attn_func`'s `causal`, `window_size`, `softcap`, `alibi_slopes`). Row `i`'s
+/// diagonal is key `i + seq_kv − seq_q` (bottom-right alignment).
+///
+/// ```
+/// use fp8_sdpa::reference::ScoreMods;
+/// // Mistral's sliding window: causal, 4096 keys back.
+/// let m = ScoreMods::causal(true).with_window(Some(4096), Some(0));
+/// // Row 9999 of 10k: keys 9999 - 4096 ..= 9999.
+/// assert_eq!(m.visible_range(9_999, 10_000, 10_000), (5_903, 10_000));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScoreMods {
+    /// Causal mask: keys up to the diagonal.
+    pub causal: bool,
+    /// Keys at most `left` before and `right` after the diagonal; `None`: unbounded (FA's -1).
+    pub window: (Option<usize>, Option<usize>),
+    /// `softcap · tanh(s / softcap)` of each scaled score `s`, before the bias; `None`: off.
+    pub softcap: Option<f64>,
+    /// ALiBi slopes, `heads_q` of them or `batch × heads_q` (row-major): the bias
+    /// `−slope · |i + seq_kv − seq_q − j|` is added to the score of query `i` and key `j`.
+    pub alibi: Option<Vec<f64>>,
+}
+
+impl ScoreMods {
+    /// No mask but `causal`'s, no score shaping.
+    pub fn causal(causal: bool) -> ScoreMods {
+        ScoreMods {
+            causal,
+            ..ScoreMods::default()
+        }
+    }
+
+    /// These modifiers with a sliding window of `left` keys before and `right` after the
+    /// diagonal (`None`: unbounded).
+    #[must_use]
+    pub fn with_window(mut self, left: Option<usize>, right: Option<usize>) -> ScoreMods {
+        self.window = (left, right);
+        self
+    }
+
+    /// These modifiers with a softcap (`None` or 0: off).
+    #[must_use]
+    pub fn with_softcap(mut self, softcap: Option<f64>) -> ScoreMods {
+        self.softcap = softcap.filter(|&c| c != 0.0);
+        self
+    }
+
+    /// These modifiers with ALiBi slopes (`heads_q` or `batch × heads_q` values).
+    #[must_use]
+    pub fn with_alibi(mut self, slopes: Option<Vec<f64>>) -> ScoreMods {
+        self.alibi = slopes;
+        self
+    }
+
+    /// The keys `[lo, hi)` query row `i` sees (empty as `lo == hi`).
+    pub fn visible_range(&self, i: usize, seq_q: usize, seq_kv: usize) -> (usize, usize) {
+        let diag = i as i128 + seq_kv as i128 - seq_q as i128;
+        let mut hi = seq_kv as i128;
+        if self.causal {
+            hi = hi.min(diag + 1);
+        }
+        if let Some(r) = self.window.1 {
+            hi = hi.min(diag + r as i128 + 1);
+        }
+        let lo = self.window.0.map_or(0, |l| (diag - l as i128).max(0));
+        let hi = hi.clamp(0, seq_kv as i128);
+        (lo.min(hi) as usize, hi as usize)
+    }
+
+    /// The slope for (batch `b`, query head `h`), 0 without ALiBi.
+    fn slope(&self, b: usize, h: usize, heads_q: usize) -> f64 {
+        match &self.alibi {
+            Some(a) if a.len() == heads_q => a[h],
+            Some(a) => a[b * heads_q + h],
+            None => 0.0,
+        }
+    }
+
+    fn check(&self, batch: usize, heads_q: usize) -> Result<()> {
+        if let Some(a) = &self.alibi {
+            if a.len() != heads_q && a.len() != batch * heads_q {
+                return Err(Error::InvalidInput(format!(
+                    "{} ALiBi slopes: give heads_q ({heads_q}) or batch x heads_q ({})",
+                    a.len(),
+                    batch * heads_q
+                )));
+            }
+        }
+        match self.softcap {
+            Some(c) if !(c.is_finite() && c > 0.0) => Err(Error::InvalidInput(format!(
+                "softcap {c} must be finite and > 0 (or off)"
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
 fn check_shape(shape: &AttnShape, q: usize, k: usize, v: usize) -> Result<()> {
     if shape.heads_kv == 0 || !shape.heads_q.is_multiple_of(shape.heads_kv) {
         return Err(Error::InvalidInput(format!(
@@ -80,7 +178,22 @@ pub fn attention(
     scale: f64,
     causal: bool,
 ) -> Result<RefOutput> {
+    attention_with(shape, q, k, v, scale, &ScoreMods::causal(causal))
+}
+
+/// [`attention`] with the score modifiers `mods` (window, softcap, ALiBi, causal). Errors as
+/// [`attention`] does, and on ALiBi slopes of another length or a softcap that is not
+/// finite and positive.
+pub fn attention_with(
+    shape: &AttnShape,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    scale: f64,
+    mods: &ScoreMods,
+) -> Result<RefOutput> {
     check_shape(shape, q.len(), k.len(), v.len())?;
+    mods.check(shape.batch, shape.heads_q)?;
     let AttnShape {
         batch,
         seq_q,
@@ -115,9 +228,9 @@ pub fn attention(
             let mut s = vec![0f64; seq_kv];
             for i in 0..seq_q {
                 let qi = &q[((b * seq_q + i) * heads_q + h) * d..][..d];
-                let n = visible_keys(i, seq_q, seq_kv, causal);
+                let row = Row::new(mods, i, seq_q, seq_kv, mods.slope(b, h, heads_q));
                 let (oi, si) = (&mut o[i * d..][..d], &mut slack[i * d..][..d]);
-                (lse[i], mag[i]) = attend_row(qi, &kh, &vh, n, scale, &mut s, oi, si);
+                (lse[i], mag[i]) = attend_row(qi, &kh, &vh, &row, scale, &mut s, oi, si);
             }
             (o, lse, mag, slack)
         })
@@ -145,26 +258,61 @@ pub fn attention(
     })
 }
 
-/// One query row `qi` against the first `n` rows of a head's gathered keys `kh` and values
+/// One query row's view of the keys: the range it sees, its diagonal, and how its scores are
+/// shaped ([`ScoreMods`]).
+struct Row {
+    lo: usize,
+    hi: usize,
+    diag: i128,
+    softcap: Option<f64>,
+    slope: f64,
+}
+
+impl Row {
+    fn new(mods: &ScoreMods, i: usize, seq_q: usize, seq_kv: usize, slope: f64) -> Row {
+        let (lo, hi) = mods.visible_range(i, seq_q, seq_kv);
+        Row {
+            lo,
+            hi,
+            diag: i as i128 + seq_kv as i128 - seq_q as i128,
+            softcap: mods.softcap,
+            slope,
+        }
+    }
+
+    /// The score of key `j` from its scaled dot product.
+    fn score(&self, scaled: f64, j: usize) -> f64 {
+        let s = self.softcap.map_or(scaled, |c| c * (scaled / c).tanh());
+        if self.slope == 0.0 {
+            s
+        } else {
+            s - self.slope * (self.diag - j as i128).abs() as f64
+        }
+    }
+}
+
+/// One query row `qi` against the keys `row` sees of a head's gathered keys `kh` and values
 /// `vh` (`[keys, d]`, d = `qi.len()`): writes the output row to `oi` and its O slack
-/// ([`RefOutput::o_slack`]) to `slack` (both left 0 when `n` is 0) and returns the LSE (−inf
-/// when `n` is 0) and the row's score magnitude ([`RefOutput::score_magnitude`]). `s` is
-/// scratch of at least `n` scores.
+/// ([`RefOutput::o_slack`]) to `slack` (both left 0 when it sees none) and returns the LSE
+/// (−inf when it sees none) and the row's score magnitude ([`RefOutput::score_magnitude`]).
+/// `s` is scratch of at least as many scores as keys.
 #[allow(clippy::too_many_arguments)]
 fn attend_row(
     qi: &[f64],
     kh: &[f64],
     vh: &[f64],
-    n: usize,
+    row: &Row,
     scale: f64,
     s: &mut [f64],
     oi: &mut [f64],
     slack: &mut [f64],
 ) -> (f64, f64) {
     let d = qi.len();
+    let (lo, n) = (row.lo, row.hi - row.lo);
     if n == 0 {
         return (f64::NEG_INFINITY, 0.0); // fully masked: O = 0, LSE = -inf
     }
+    let (kh, vh) = (&kh[lo * d..], &vh[lo * d..]);
     let s = &mut s[..n];
     let mut mag = 0f64;
     for (j, sj) in s.iter_mut().enumerate() {
@@ -172,7 +320,7 @@ fn attend_row(
         let (dot, abs) = qi.iter().zip(kj).fold((0f64, 0f64), |(t, a), (x, y)| {
             (t + x * y, a + (x * y).abs())
         });
-        *sj = scale * dot;
+        *sj = row.score(scale * dot, lo + j);
         mag = mag.max(scale.abs() * abs);
     }
     // Row max that keeps NaN: f64::max would drop it and hide a NaN score.
@@ -228,7 +376,21 @@ pub fn attention_varlen(
     scale: f64,
     causal: bool,
 ) -> Result<RefOutput> {
+    attention_varlen_with(shape, q, k, v, scale, &ScoreMods::causal(causal))
+}
+
+/// [`attention_varlen`] with the score modifiers `mods`, each sequence aligned bottom-right on
+/// its own lengths (per-batch ALiBi slopes index the sequence).
+pub fn attention_varlen_with(
+    shape: &VarlenShape,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    scale: f64,
+    mods: &ScoreMods,
+) -> Result<RefOutput> {
     shape.check()?;
+    mods.check(shape.batch(), shape.heads_q)?;
     let (hq, hkv, d) = (shape.heads_q, shape.heads_kv, shape.head_dim);
     let (total_q, total_k) = (shape.total_q(), shape.total_k());
     for (name, got, want) in [
@@ -264,9 +426,9 @@ pub fn attention_varlen(
             let mut s = vec![0f64; lk];
             for (i, tok) in qs.enumerate() {
                 let qi = &q[(tok * hq + h) * d..][..d];
-                let n = visible_keys(i, lq, lk, causal);
+                let row = Row::new(mods, i, lq, lk, mods.slope(b, h, hq));
                 let (oi, si) = (&mut o[i * d..][..d], &mut slack[i * d..][..d]);
-                (lse[i], mag[i]) = attend_row(qi, &kh, &vh, n, scale, &mut s, oi, si);
+                (lse[i], mag[i]) = attend_row(qi, &kh, &vh, &row, scale, &mut s, oi, si);
             }
             (o, lse, mag, slack)
         })
@@ -558,6 +720,141 @@ mod tests {
             assert!(close(&got.o, &want.o, 1e-12), "case {n} O");
             assert!(close(&got.lse, &want.lse, 1e-12), "case {n} LSE");
         }
+    }
+
+    /// FlashAttention's `attention_ref` with its options, per element: scaled scores, softcap,
+    /// the local mask, the ALiBi bias, softmax (rows that see nothing give 0).
+    fn textbook_with(
+        s: &AttnShape,
+        q: &[f64],
+        k: &[f64],
+        v: &[f64],
+        scale: f64,
+        m: &ScoreMods,
+    ) -> (Vec<f64>, Vec<f64>) {
+        let (d, g) = (s.head_dim, s.heads_q / s.heads_kv);
+        let mut o = vec![0.0; s.q_len()];
+        let mut lse = vec![f64::NEG_INFINITY; s.lse_len()];
+        for b in 0..s.batch {
+            for h in 0..s.heads_q {
+                for i in 0..s.seq_q {
+                    let diag = i as i64 + s.seq_kv as i64 - s.seq_q as i64;
+                    let w: Vec<f64> = (0..s.seq_kv)
+                        .map(|j| {
+                            let jj = j as i64;
+                            let seen = (!m.causal || jj <= diag)
+                                && m.window.0.is_none_or(|l| jj >= diag - l as i64)
+                                && m.window.1.is_none_or(|r| jj <= diag + r as i64);
+                            if !seen {
+                                return 0.0;
+                            }
+                            let mut x: f64 = (0..d)
+                                .map(|c| {
+                                    q[((b * s.seq_q + i) * s.heads_q + h) * d + c]
+                                        * k[((b * s.seq_kv + j) * s.heads_kv + h / g) * d + c]
+                                })
+                                .sum::<f64>()
+                                * scale;
+                            if let Some(c) = m.softcap {
+                                x = c * (x / c).tanh();
+                            }
+                            if let Some(a) = &m.alibi {
+                                let slope = if a.len() == s.heads_q {
+                                    a[h]
+                                } else {
+                                    a[b * s.heads_q + h]
+                                };
+                                x -= slope * (diag - jj).abs() as f64;
+                            }
+                            x.exp()
+                        })
+                        .collect();
+                    let total: f64 = w.iter().sum();
+                    if total > 0.0 {
+                        lse[(b * s.heads_q + h) * s.seq_q + i] = total.ln();
+                    }
+                    for c in 0..d {
+                        let acc: f64 = (0..s.seq_kv)
+                            .map(|j| w[j] * v[((b * s.seq_kv + j) * s.heads_kv + h / g) * d + c])
+                            .sum();
+                        o[((b * s.seq_q + i) * s.heads_q + h) * d + c] =
+                            if total > 0.0 { acc / total } else { 0.0 };
+                    }
+                }
+            }
+        }
+        (o, lse)
+    }
+
+    #[test]
+    fn window_softcap_and_alibi_match_flash_attentions_definitions() {
+        let slopes = |n: usize| Some((0..n).map(|i| 0.05 * (i + 1) as f64).collect());
+        let cases = [
+            (
+                shape(1, 9, 9, 2, 1, 8),
+                ScoreMods::causal(true).with_window(Some(3), Some(0)),
+            ),
+            (
+                shape(2, 5, 12, 4, 2, 8),
+                ScoreMods::default().with_window(Some(2), Some(4)),
+            ),
+            (
+                shape(1, 12, 5, 2, 2, 4),
+                ScoreMods::default().with_window(Some(1), None),
+            ), // Sq > Skv
+            (
+                shape(1, 7, 20, 2, 1, 8),
+                ScoreMods::default().with_window(None, Some(1)),
+            ),
+            (
+                shape(2, 6, 6, 2, 2, 8),
+                ScoreMods::causal(true).with_softcap(Some(0.7)),
+            ),
+            (
+                shape(2, 4, 9, 4, 2, 8),
+                ScoreMods::default().with_alibi(slopes(4)),
+            ),
+            (
+                shape(2, 4, 9, 2, 1, 8),
+                ScoreMods::causal(true).with_alibi(slopes(4)),
+            ), // per batch
+            (
+                shape(1, 8, 16, 2, 1, 8),
+                ScoreMods::causal(true)
+                    .with_window(Some(5), Some(0))
+                    .with_softcap(Some(2.0))
+                    .with_alibi(slopes(2)),
+            ),
+        ];
+        for (n, (s, m)) in cases.into_iter().enumerate() {
+            let seed = 700 + 10 * n as u64;
+            let q = random(seed, s.q_len());
+            let k = random(seed + 1, s.kv_len());
+            let v = random(seed + 2, s.kv_len());
+            let scale = 1.0 / (s.head_dim as f64).sqrt();
+            let got = attention_with(&s, &q, &k, &v, scale, &m).unwrap();
+            let (o, lse) = textbook_with(&s, &q, &k, &v, scale, &m);
+            assert!(close(&got.o, &o, 1e-12), "case {n} O");
+            assert!(close(&got.lse, &lse, 1e-12), "case {n} LSE");
+        }
+        // Bad modifiers are refused.
+        let s = shape(1, 2, 2, 2, 1, 4);
+        let x = random(1, 16);
+        let bad = ScoreMods::default().with_alibi(Some(vec![0.1; 3]));
+        assert!(attention_with(&s, &x[..8], &x[..8], &x[..8], 1.0, &bad).is_err());
+        let bad = ScoreMods::default().with_softcap(Some(f64::NAN));
+        assert!(attention_with(&s, &x[..8], &x[..8], &x[..8], 1.0, &bad).is_err());
+    }
+
+    #[test]
+    fn the_visible_range_clamps_to_the_keys() {
+        let m = ScoreMods::causal(true).with_window(Some(2), Some(0));
+        assert_eq!(m.visible_range(0, 4, 4), (0, 1));
+        assert_eq!(m.visible_range(3, 4, 4), (1, 4));
+        assert_eq!(m.visible_range(0, 6, 4), (0, 0)); // diagonal before the first key
+        let w = ScoreMods::default().with_window(Some(0), Some(0));
+        assert_eq!(w.visible_range(2, 3, 8), (7, 8));
+        assert_eq!(ScoreMods::default().visible_range(5, 1, 9), (0, 9));
     }
 
     #[test]
