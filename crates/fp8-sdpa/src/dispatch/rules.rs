@@ -126,19 +126,6 @@ pub static RULES: &[Rule] = &[
         why: "16-bit D128 causal up to S 1k: the persistent ping-pong tile, whose heaviest-first causal order spreads the diagonal (1.40x the portable half-step tile); perf-notes: D128 causal S 1k back on the Hopper family",
     },
     Rule {
-        name: "hopper-d128-long",
-        when: |c| {
-            c.path == Dense
-                && c.hopper()
-                && c.sixteen_bit()
-                && c.d(128)
-                && !c.causal
-                && c.seq_q() >= 2048
-        },
-        pick: Pick::Key(r::HOPPER_N192_PERSISTENT),
-        why: "16-bit D128 non-causal from S 2k: FA3's 192-key tile, +3-6 % at S 4k and 16k (-13 % at S 1k); perf-notes: 16-bit D128: the 192-key tile",
-    },
-    Rule {
         name: "hopper-d64-128-rows",
         when: |c| {
             c.path == Dense

@@ -3,7 +3,7 @@
 use super::*;
 use crate::kernels::registry::{
     self, default_variant, default_variant_for_shape, registered, HOPPER_M64,
-    HOPPER_N128_PERSISTENT, HOPPER_N192_PERSISTENT, KV8_FRAG_D128, KV8_FRAG_D64,
+    HOPPER_N128_PERSISTENT, KV8_FRAG_D128, KV8_FRAG_D64,
 };
 use crate::variant::{Family, HEAD_DIMS};
 use std::collections::{HashMap, HashSet};
@@ -262,12 +262,9 @@ fn hopper_family_is_the_16bit_default_on_sm90a_except_small_grids() {
                     head_dim: d as usize,
                 };
                 // D64 causal up to S 4k: the 128-row tile; from S 8k the class
-                // default. D128 non-causal from S 2k: the 192-key tile.
-                let wide = d == 128 && !causal;
+                // default.
                 let want = if d == 64 && causal {
                     self::v(HOPPER_N128_PERSISTENT)
-                } else if wide {
-                    self::v(HOPPER_N192_PERSISTENT)
                 } else {
                     v
                 };
@@ -282,11 +279,7 @@ fn hopper_family_is_the_16bit_default_on_sm90a_except_small_grids() {
                 };
                 assert_eq!(
                     default_variant_for_shape(Arch::Sm90a, p, &longer, causal, 132),
-                    if wide {
-                        self::v(HOPPER_N192_PERSISTENT)
-                    } else {
-                        v
-                    }
+                    v
                 );
                 let short = AttnShape {
                     batch: 16,
