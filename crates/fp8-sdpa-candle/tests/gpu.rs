@@ -53,9 +53,14 @@ fn check(
         scale,
         causal,
     )?)?;
+    judge(o, &want, p, what)
+}
+
+/// Every element of `o` within precision `p`'s bounds of `want` (fails the test naming `what`).
+fn judge(o: &Tensor, want: &[f64], p: Precision, what: &str) -> Result<()> {
     let out: Vec<f32> = values(o)?.into_iter().map(|x| x as f32).collect();
     let th = Thresholds::for_precision(p);
-    let stats = th.compare(&out, &want).expect("equal lengths");
+    let stats = th.compare(&out, want).expect("equal lengths");
     if let Err(e) = th.check(&stats) {
         panic!("{what}: {e}");
     }
@@ -348,13 +353,7 @@ fn check_varlen(
         scale,
         causal,
     )?)?;
-    let out: Vec<f32> = values(o)?.into_iter().map(|x| x as f32).collect();
-    let th = Thresholds::for_precision(precision(q.dtype(), false));
-    let stats = th.compare(&out, &want).expect("equal lengths");
-    if let Err(e) = th.check(&stats) {
-        panic!("{what}: {e}");
-    }
-    Ok(())
+    judge(o, &want, precision(q.dtype(), false), what)
 }
 
 #[test]
@@ -564,12 +563,7 @@ fn flash_attn_paged_matches_the_cpu_and_refuses_bad_tables() -> Result<()> {
         0.125,
         true,
     )?;
-    let th = Thresholds::for_precision(Precision::Fp8KvF16);
-    let got: Vec<f32> = values(&o)?.into_iter().map(|x| x as f32).collect();
-    let stats = th.compare(&got, &values(&want)?).expect("equal lengths");
-    if let Err(e) = th.check(&stats) {
-        panic!("flash_attn_paged: {e}");
-    }
+    judge(&o, &values(&want)?, Precision::Fp8KvF16, "flash_attn_paged")?;
     // The GPU reads the table back and refuses a page outside the pools.
     let bad = Tensor::new(
         &[[63i32, 2, 17, 64, 8], [1, 0, 0, 0, 0], [5, 6, 7, 9, 11]],

@@ -36,11 +36,7 @@ pub struct RefOutput {
 /// Number of keys query row `i` sees: all of them, or under the bottom-right-aligned causal
 /// mask the first `i + seq_kv − seq_q + 1` (clamped to `0..=seq_kv`).
 pub fn visible_keys(i: usize, seq_q: usize, seq_kv: usize, causal: bool) -> usize {
-    if !causal {
-        return seq_kv;
-    }
-    // i + seq_kv - seq_q + 1 without going negative
-    (i + seq_kv + 1).saturating_sub(seq_q).min(seq_kv)
+    ScoreMods::causal(causal).visible_range(i, seq_q, seq_kv).1
 }
 
 /// What a query row sees and how its scores are shaped beyond the scale, with FlashAttention's

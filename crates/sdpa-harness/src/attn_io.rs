@@ -11,6 +11,8 @@
 
 mod paged;
 pub mod preflight;
+#[cfg(test)]
+mod test_file;
 mod varlen;
 
 pub use paged::PagedFile;

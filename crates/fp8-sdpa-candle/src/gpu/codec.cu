@@ -9,15 +9,6 @@
 #define IN_T half_t
 #endif
 
-// The encoder of kernels/fp8.cu: hardware on sm_89+, else software.
-__device__ __forceinline__ u8 encode_e4m3(float x) {
-#if __CUDA_ARCH__ >= 890
-    return u8(float2_to_e4m3x2(x, 0.f) & 0xff);
-#else
-    return float_to_e4m3_sw(x);
-#endif
-}
-
 // Element i of a contiguous [batch, seq, heads, dim] walk, at strides (sb, ss, sh, sd); h out.
 __device__ __forceinline__ i64 strided(i64 i, int seq, int heads, int dim, i64 sb, i64 ss, i64 sh, i64 sd,
                                        i64* b, i64* h) {

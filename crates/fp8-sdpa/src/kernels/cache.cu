@@ -22,14 +22,6 @@ typedef u8 cache_t;
 typedef CACHE_IN_T cache_t;
 #endif
 
-// Two codes, `lo` in the low byte.
-__device__ __forceinline__ u32 e4m3_pair(float lo, float hi) {
-#if __CUDA_ARCH__ >= 890
-    return float2_to_e4m3x2(lo, hi);
-#else
-    return u32(float_to_e4m3_sw(lo)) | u32(float_to_e4m3_sw(hi)) << 8;
-#endif
-}
 
 // x / d correctly rounded (as the host codec's division), from r = 1 / d correctly rounded:
 // q = x * r is within an ulp, and one FMA residual step rounds it correctly (Markstein's
@@ -53,8 +45,8 @@ __device__ __forceinline__ void move8(const CACHE_IN_T* src, cache_t* dst, float
         float a0, a1, a2, a3;
         unpack2(CACHE_IN_T{}, w[2 * j], a0, a1);
         unpack2(CACHE_IN_T{}, w[2 * j + 1], a2, a3);
-        c[j] = e4m3_pair(div_rn(a0, descale, r), div_rn(a1, descale, r)) |
-               e4m3_pair(div_rn(a2, descale, r), div_rn(a3, descale, r)) << 16;
+        c[j] = encode_e4m3_pair(div_rn(a0, descale, r), div_rn(a1, descale, r)) |
+               encode_e4m3_pair(div_rn(a2, descale, r), div_rn(a3, descale, r)) << 16;
     }
     asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(dst), "r"(c[0]), "r"(c[1]) : "memory");
 #else
@@ -66,7 +58,7 @@ __device__ __forceinline__ void move8(const CACHE_IN_T* src, cache_t* dst, float
 
 __device__ __forceinline__ void move1(const CACHE_IN_T* src, cache_t* dst, float descale) {
 #if CACHE_E4M3
-    *dst = u8(e4m3_pair(to_float(*src) / descale, 0.f));
+    *dst = encode_e4m3(to_float(*src) / descale);
 #else
     (void)descale;
     *dst = *src;

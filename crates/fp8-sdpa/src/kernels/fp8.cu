@@ -7,15 +7,6 @@
 #define QUANT_IN_T half_t
 #endif
 
-// The encoder every FP8 producer in this project uses: hardware on sm_89+, else software.
-__device__ __forceinline__ u8 encode_e4m3(float x) {
-#if __CUDA_ARCH__ >= 890
-    return u8(float2_to_e4m3x2(x, 0.f) & 0xff);
-#else
-    return float_to_e4m3_sw(x);
-#endif
-}
-
 // ---- codec entry points (one element per thread) ------------------------------------------
 extern "C" __global__ void e4m3_encode_f16_sw(const u16* in, u8* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

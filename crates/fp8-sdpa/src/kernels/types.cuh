@@ -83,6 +83,24 @@ __device__ __forceinline__ u32 e4m3x2_to_half2(u16 c2) {
 }
 #endif
 
+// The encoder every FP8 producer in this project uses (the quantizer, the paged-cache writer,
+// fp8-sdpa-candle's codec): hardware on sm_89+, else software, bit-exact with each other.
+__device__ __forceinline__ u8 encode_e4m3(float x) {
+#if __CUDA_ARCH__ >= 890
+    return u8(float2_to_e4m3x2(x, 0.f) & 0xff);
+#else
+    return float_to_e4m3_sw(x);
+#endif
+}
+// Two codes, `lo` in the low byte.
+__device__ __forceinline__ u32 encode_e4m3_pair(float lo, float hi) {
+#if __CUDA_ARCH__ >= 890
+    return float2_to_e4m3x2(lo, hi);
+#else
+    return u32(float_to_e4m3_sw(lo)) | u32(float_to_e4m3_sw(hi)) << 8;
+#endif
+}
+
 __device__ __forceinline__ half_t half_from_float(float f) {
     half_t h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.x) : "f"(f));

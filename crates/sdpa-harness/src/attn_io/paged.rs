@@ -213,14 +213,23 @@ pub(super) fn parse(st: &SafeTensors, layout: Layout) -> Result<PagedFile, Strin
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_file::{Entry, Tensors};
     use super::super::{parse, AttnInput};
     use super::*;
     use proptest::prelude::*;
-    use safetensors::tensor::TensorView;
 
     /// An input file under construction: name, dtype, shape, bytes.
     #[derive(Clone)]
-    struct Build(Vec<(String, Dtype, Vec<usize>, Vec<u8>)>);
+    struct Build(Vec<Entry>);
+
+    impl Tensors for Build {
+        fn entries(&mut self) -> &mut Vec<Entry> {
+            &mut self.0
+        }
+        fn entries_ref(&self) -> &[Entry] {
+            &self.0
+        }
+    }
 
     impl Build {
         /// A valid paged file: batch 2, seq_q 3, 4 query heads over 2 kv-heads, dim 64, and 5
@@ -233,38 +242,6 @@ mod tests {
                 .set("v_cache", Dtype::F16, &[5, 16, 2, 64])
                 .ints("block_table", &[2, 3], &[4, 0, 2, 1, 3, -1])
                 .ints("seqlens_k", &[2], &[40, 20])
-        }
-
-        /// Adds or replaces `name`, zero-filled.
-        fn set(self, name: &str, dtype: Dtype, shape: &[usize]) -> Build {
-            let n = shape.iter().product::<usize>() * dtype.bitsize() / 8;
-            self.raw(name, dtype, shape, vec![0; n])
-        }
-
-        /// Adds or replaces the I32 tensor `name`.
-        fn ints(self, name: &str, shape: &[usize], values: &[i32]) -> Build {
-            let bytes = values.iter().flat_map(|x| x.to_le_bytes()).collect();
-            self.raw(name, Dtype::I32, shape, bytes)
-        }
-
-        fn raw(mut self, name: &str, dtype: Dtype, shape: &[usize], bytes: Vec<u8>) -> Build {
-            self.0.retain(|(n, ..)| n != name);
-            self.0.push((name.into(), dtype, shape.to_vec(), bytes));
-            self
-        }
-
-        fn without(mut self, name: &str) -> Build {
-            self.0.retain(|(n, ..)| n != name);
-            self
-        }
-
-        fn bytes(&self) -> Vec<u8> {
-            let views: Vec<(String, TensorView)> = self
-                .0
-                .iter()
-                .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap()))
-                .collect();
-            safetensors::serialize(views, None).unwrap()
         }
 
         fn parse(&self, layout: Layout) -> Result<PagedFile, String> {

@@ -136,15 +136,24 @@ pub(super) fn parse(st: &SafeTensors, layout: Layout) -> Result<VarlenFile, Stri
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_file::{Entry, Tensors};
     use super::super::{parse, write_varlen, AttnInput};
     use super::*;
     use fp8_sdpa::DType;
     use proptest::prelude::*;
-    use safetensors::tensor::TensorView;
 
     /// An input file under construction: name, dtype, shape, bytes.
     #[derive(Clone)]
-    struct Build(Vec<(String, Dtype, Vec<usize>, Vec<u8>)>);
+    struct Build(Vec<Entry>);
+
+    impl Tensors for Build {
+        fn entries(&mut self) -> &mut Vec<Entry> {
+            &mut self.0
+        }
+        fn entries_ref(&self) -> &[Entry] {
+            &self.0
+        }
+    }
 
     impl Build {
         /// A valid varlen file: sequences of (3, 5), (0, 2) and (9, 1) query tokens and keys,
@@ -156,36 +165,6 @@ mod tests {
                 .set("v", Dtype::F16, &[8, 2, 64])
                 .ints("cu_seqlens_q", &[4], &[0, 3, 3, 12])
                 .ints("cu_seqlens_k", &[4], &[0, 5, 7, 8])
-        }
-
-        fn set(self, name: &str, dtype: Dtype, shape: &[usize]) -> Build {
-            let n = shape.iter().product::<usize>() * dtype.bitsize() / 8;
-            self.raw(name, dtype, shape, vec![0; n])
-        }
-
-        fn ints(self, name: &str, shape: &[usize], values: &[i32]) -> Build {
-            let bytes = values.iter().flat_map(|x| x.to_le_bytes()).collect();
-            self.raw(name, Dtype::I32, shape, bytes)
-        }
-
-        fn raw(mut self, name: &str, dtype: Dtype, shape: &[usize], bytes: Vec<u8>) -> Build {
-            self.0.retain(|(n, ..)| n != name);
-            self.0.push((name.into(), dtype, shape.to_vec(), bytes));
-            self
-        }
-
-        fn without(mut self, name: &str) -> Build {
-            self.0.retain(|(n, ..)| n != name);
-            self
-        }
-
-        fn bytes(&self) -> Vec<u8> {
-            let views: Vec<(String, TensorView)> = self
-                .0
-                .iter()
-                .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap()))
-                .collect();
-            safetensors::serialize(views, None).unwrap()
         }
 
         fn parse(&self, layout: Layout) -> Result<VarlenFile, String> {
