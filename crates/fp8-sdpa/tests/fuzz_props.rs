@@ -314,7 +314,8 @@ proptest! {
     /// The paged-cache writer's checks (`runtime::cache_write::plan_write`) over hostile sizes,
     /// strides and buffers: never panics, and an accepted write keeps every element the kernel
     /// can touch inside its buffer (K and V: the last token's last head's last element; the
-    /// pools: every slot the kernel may write, i.e. all of them).
+    /// pools: every slot the kernel may write, i.e. all of them), takes 16-byte moves only where
+    /// every row start is aligned for them, and launches a grid within the limits.
     #[test]
     fn an_accepted_cache_write_stays_in_its_buffers(
         tokens in prop_oneof![0usize..40, any::<usize>()],
@@ -326,13 +327,15 @@ proptest! {
         head_stride in prop_oneof![1usize..1000, any::<usize>()],
         short in 0usize..3,
         e4m3 in any::<bool>(),
+        k_off in prop_oneof![Just(0u64), 0u64..32],
+        pool_off in prop_oneof![Just(0u64), 0u64..32],
     ) {
         use fp8_sdpa::runtime::cache_write::plan_write;
         use fp8_sdpa::runtime::TensorDesc;
         use fp8_sdpa::DType;
         let gap = 1u64 << 52; // each buffer in its own region
         let new = |i: u64| TensorDesc {
-            ptr: i * gap,
+            ptr: i * gap + k_off,
             bytes: (tokens.saturating_mul(token_stride).saturating_add(heads.saturating_mul(head_stride)))
                 .saturating_mul(2)
                 .saturating_sub(short),
@@ -343,7 +346,7 @@ proptest! {
         let pool_dtype = if e4m3 { DType::E4m3 } else { DType::F16 };
         let row = heads.saturating_mul(dim);
         let pool = |i: u64| TensorDesc {
-            ptr: i * gap,
+            ptr: i * gap + pool_off,
             bytes: pages.saturating_mul(page_size).saturating_mul(row).saturating_mul(pool_dtype.size()),
             dtype: pool_dtype,
             shape: [pages, page_size, heads, dim],
@@ -362,6 +365,17 @@ proptest! {
             let pool_end = p.pool_slots as u128 * heads as u128 * dim as u128 * pool_dtype.size() as u128;
             prop_assert!(pool_end <= kc.bytes as u128);
             prop_assert!(p.pool_slots <= i32::MAX as i64);
+            prop_assert!(p.vec == 1 || p.vec == 8);
+            if p.vec == 8 {
+                // Every row start of K, V and the pools aligned for 16-byte (pools: 8-byte for
+                // E4M3) moves: base pointers, strides and dim.
+                prop_assert!(dim % 8 == 0 && k.ptr % 16 == 0 && v.ptr % 16 == 0);
+                prop_assert!(kc.ptr % (16 / (2 / pool_dtype.size()) as u64) == 0);
+                prop_assert!(p.k_strides.iter().chain(&p.v_strides).all(|s| s % 8 == 0));
+            }
+            let (block, per_token) = p.block_grid();
+            prop_assert!(block % 32 == 0 && (32..=256).contains(&block));
+            prop_assert!((1..=65_535).contains(&per_token));
         }
     }
 }
